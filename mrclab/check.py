@@ -1,0 +1,104 @@
+"""The environment doctor: one row per thing a lab needs, each with the command that fixes it."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+PROVISION = "sudo bash vagrant/provision.sh"
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    required: bool = True
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "ok": self.ok, "required": self.required, "detail": self.detail, "fix": self.fix}
+
+
+def _run(cmd: list[str], timeout: float = 5.0) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def kernel_datapath_available() -> bool:
+    """The openvswitch kernel module is loaded (the faster datapath); else OVS runs in userspace."""
+    return Path("/sys/module/openvswitch").exists()
+
+
+def root() -> Row:
+    ok = os.geteuid() == 0
+    return Row("root", ok, "running as root" if ok else "labs create namespaces and switches", "run with sudo")
+
+
+def ovs() -> Row:
+    result = _run(["ovs-vsctl", "--timeout=3", "show"])
+    ok = result is not None and result.returncode == 0
+    return Row("ovs daemons", ok, "ovsdb-server and ovs-vswitchd answer" if ok else "ovs-vsctl show failed",
+               PROVISION)
+
+
+def datapath() -> Row:
+    if kernel_datapath_available():
+        return Row("datapath", True, "kernel (openvswitch module loaded)")
+    result = _run(["ovs-vsctl", "--timeout=3", "get", "Open_vSwitch", ".", "datapath_types"])
+    ok = result is not None and "netdev" in result.stdout
+    return Row("datapath", ok, "userspace (netdev); no openvswitch kernel module, slower but works" if ok
+               else "neither the kernel module nor the netdev datapath is available", PROVISION)
+
+
+def _qdisc_works(kind: list[str]) -> bool:
+    """Try a qdisc on a throwaway veth inside a throwaway namespace (no dummy module here)."""
+    ns = f"mrclabchk{os.getpid()}"
+    if _run(["ip", "netns", "add", ns]) is None:
+        return False
+    try:
+        base = ["ip", "netns", "exec", ns]
+        _run(base + ["ip", "link", "add", "d0", "type", "veth", "peer", "name", "d1"])
+        result = _run(base + ["tc", "qdisc", "add", "dev", "d0", "root"] + kind)
+        return result is not None and result.returncode == 0
+    finally:
+        _run(["ip", "netns", "del", ns])
+
+
+def htb() -> Row:
+    ok = os.geteuid() == 0 and _qdisc_works(["handle", "1:", "htb"])
+    return Row("htb shaping", ok, "tc htb qdisc works" if ok else "tc cannot add an htb qdisc",
+               "a kernel with sch_htb (CONFIG_NET_SCH_HTB)")
+
+
+def netem() -> Row:
+    ok = os.geteuid() == 0 and _qdisc_works(["netem", "delay", "1ms"])
+    return Row("netem (optional)", ok,
+               "netem works" if ok else "no sch_netem: link delay cannot be emulated; loss and trimming use eBPF "
+               "instead, so every shipped scenario still runs", "a kernel with sch_netem (CONFIG_NET_SCH_NETEM)",
+               required=False)
+
+
+def python_module(module: str, label: str) -> Row:
+    ok = importlib.util.find_spec(module) is not None
+    return Row(label, ok, f"{module} importable" if ok else f"{module} not importable", PROVISION)
+
+
+def mnexec() -> Row:
+    path = shutil.which("mnexec")
+    return Row("mnexec", path is not None, path or "not on PATH", PROVISION)
+
+
+def rows() -> list[Row]:
+    from .fabric import egress  # the eBPF egress program owns its own availability check
+    return [root(), ovs(), datapath(), htb(), egress.check_row(), netem(),
+            python_module("os_ken", "os-ken"), python_module("mininet.net", "mininet"), mnexec()]
+
+
+def first_failure(checked: list[Row]) -> Row | None:
+    return next((r for r in checked if r.required and not r.ok), None)

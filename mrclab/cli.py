@@ -1,0 +1,139 @@
+"""The `mrclab` command line; nothing else imports this module.
+
+Every failure becomes one line on stderr and an exit code from SPEC.md (0 ok,
+1 expectation or verification failed, 2 bad input, 3 environment not ready);
+`--json` prints exactly one JSON document on stdout.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from . import check as check_mod
+from . import runstate
+from .errors import EnvironmentNotReady, MrclabError, UsageError
+from .spec import topology as topology_mod
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+def emit_json(document) -> None:
+    sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
+
+
+def require_environment() -> None:
+    """Exit 3 naming the first failing `mrclab check` row, before anything is built."""
+    failed = check_mod.first_failure(check_mod.rows())
+    if failed is not None:
+        raise EnvironmentNotReady(f"cannot run a lab: `mrclab check` row '{failed.name}' fails: {failed.detail}"
+                                  + (f" (fix: {failed.fix})" if failed.fix else ""))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="mrclab")
+def cli() -> None:
+    """Emulate MRC (Multipath Reliable Connection) on a multi-plane Clos of Open vSwitch switches."""
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def check(as_json: bool) -> None:
+    """Environment doctor: one row per requirement, ok or missing, and the fix."""
+    rows = check_mod.rows()
+    failed = check_mod.first_failure(rows)
+    if as_json:
+        emit_json({"ok": failed is None, "rows": [r.to_dict() for r in rows]})
+    else:
+        table = Table(title="mrclab check")
+        for column in ("requirement", "status", "detail", "fix"):
+            table.add_column(column)
+        for r in rows:
+            status = "[green]ok[/]" if r.ok else ("[red]missing[/]" if r.required else "[yellow]optional[/]")
+            table.add_row(r.name, status, r.detail, "" if r.ok else r.fix)
+        out.print(table)
+    if failed is not None:
+        sys.exit(3)
+
+
+@cli.group()
+def topo() -> None:
+    """Inspect and verify fabrics described by topology files."""
+
+
+@topo.command("show")
+@click.argument("file")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def topo_show(file: str, as_json: bool) -> None:
+    """The fabric: counts, names, paths per host pair."""
+    t = topology_mod.load(file)
+    doc = {**t.to_dict(), "counts": {"hosts": t.hosts, "switches": len(t.switch_names), "links": len(t.links),
+                                     "paths_per_host_pair": t.plan.paths_per_pair},
+           "hosts": t.host_names, "leaves": t.leaf_names, "spines": t.spine_names,
+           "links_list": [link.name for link in t.links],
+           "example_path": {"src": "h0", "dst": t.host_names[-1], "plane": 0, "spine": 0,
+                            "address": str(t.plan.path_address(0, t.hosts - 1, 0, 0))}}
+    if as_json:
+        emit_json(doc)
+        return
+    table = Table(title=f"{t.name}  ({t.source})")
+    table.add_column("what")
+    table.add_column("value")
+    for key, value in (("planes", t.planes), ("leaves per plane", t.leaves), ("spines per plane", t.spines),
+                       ("hosts", f"{t.hosts}  ({t.hosts_per_leaf} per leaf, one NIC per plane)"),
+                       ("switches", len(t.switch_names)), ("links", len(t.links)),
+                       ("paths per host pair", f"{t.plan.paths_per_pair}  (planes x spines)"),
+                       ("host / fabric rate", f"{doc['links']['host_rate']} / {doc['links']['fabric_rate']}"),
+                       ("queue, mtu, trim", f"{doc['links']['queue']}, {t.mtu}, {'on' if t.trim else 'off'}"),
+                       ("leaves", " ".join(t.leaf_names)), ("spines", " ".join(t.spine_names)),
+                       ("example path", f"h0 -> {t.host_names[-1]} via p0s0: {doc['example_path']['address']}")):
+        table.add_row(key, str(value))
+    out.print(table)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def clean(as_json: bool) -> None:
+    """Remove whatever interrupted mrclab runs left behind, and nothing else."""
+    removed = runstate.clean_stale()
+    if as_json:
+        emit_json({"removed": removed})
+    elif removed:
+        for item in removed:
+            out.print(f"removed {item}")
+    else:
+        out.print("nothing to clean")
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        err.print("mrclab: interrupted")
+        sys.exit(130)
+    except click.ClickException as exc:
+        message = exc.format_message().replace("\n", " ")
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        sys.stderr.write(f"mrclab: {message}{hint}\n")
+        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except MrclabError as exc:
+        sys.stderr.write(f"mrclab: {exc}\n")
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.stderr.write("mrclab: interrupted\n")
+        sys.exit(130)
+    except Exception as exc:  # a bug: one line for the user, the traceback in a file for us
+        log = Path("/tmp/mrclab-crash.log")
+        log.write_text(traceback.format_exc())
+        sys.stderr.write(f"mrclab: internal error: {type(exc).__name__}: {exc} (traceback in {log})\n")
+        sys.exit(1)
+    sys.exit(0)

@@ -1,0 +1,1 @@
+"""The emulated fabric: Mininet topology, OVS switches, tc shaping, eBPF egress, faults, cleanup."""

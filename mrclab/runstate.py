@@ -1,0 +1,184 @@
+"""What a run created, written down before it is created, so `mrclab clean` can remove exactly that.
+
+Every run gets a short id; every bridge and root-namespace interface it makes is named
+with the prefix ``m<id>``, and every process it starts is recorded by PID together with
+the process's start time (so a recycled PID is never killed). The record lives in
+``/run/mrclab/<id>.json`` and is rewritten atomically on every change. A run whose
+owner process is gone is stale; `clean` removes its bridges, interfaces, namespaces and
+processes and nothing else: no name patterns beyond its own prefix, never `mn -c`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import string
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+STATE_DIR = Path(os.environ.get("MRCLAB_STATE_DIR", "/run/mrclab"))
+_ALPHABET = string.ascii_lowercase + string.digits
+ID_LEN = 3
+
+
+def proc_start_time(pid: int) -> int | None:
+    """Start time in clock ticks since boot (field 22 of /proc/PID/stat), or None if gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(raw.rsplit(")", 1)[1].split()[19])
+
+
+@dataclass
+class RunState:
+    run_id: str
+    owner_pid: int
+    owner_start: int | None
+    purpose: str = ""
+    created_at: float = field(default_factory=time.time)
+    bridges: list[str] = field(default_factory=list)
+    interfaces: list[str] = field(default_factory=list)
+    namespaces: list[str] = field(default_factory=list)
+    processes: list[list] = field(default_factory=list)  # [pid, start_time, label]
+
+    @property
+    def prefix(self) -> str:
+        return f"m{self.run_id}"
+
+    @property
+    def path(self) -> Path:
+        return STATE_DIR / f"{self.run_id}.json"
+
+    @classmethod
+    def create(cls, purpose: str = "") -> "RunState":
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        while True:
+            run_id = "".join(secrets.choice(_ALPHABET) for _ in range(ID_LEN))
+            if not (STATE_DIR / f"{run_id}.json").exists() and not _names_with_prefix(f"m{run_id}"):
+                break
+        state = cls(run_id, os.getpid(), proc_start_time(os.getpid()), purpose)
+        state.save()
+        return state
+
+    @classmethod
+    def load(cls, path: Path) -> "RunState":
+        return cls(**json.loads(path.read_text()))
+
+    def save(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self)))
+        os.replace(tmp, self.path)
+
+    def add_bridge(self, name: str) -> None:
+        self._add(self.bridges, name)
+
+    def add_interface(self, name: str) -> None:
+        self._add(self.interfaces, name)
+
+    def add_namespace(self, name: str) -> None:
+        self._add(self.namespaces, name)
+
+    def add_process(self, pid: int, label: str) -> None:
+        self.processes.append([pid, proc_start_time(pid), label])
+        self.save()
+
+    def _add(self, bucket: list[str], name: str) -> None:
+        if not name.startswith(self.prefix):
+            raise ValueError(f"{name!r} does not carry this run's prefix {self.prefix!r}")
+        if name not in bucket:
+            bucket.append(name)
+            self.save()
+
+    def is_stale(self) -> bool:
+        """True when the process that owned the run is gone (or its PID now names another process)."""
+        start = proc_start_time(self.owner_pid)
+        return start is None or start != self.owner_start
+
+    def teardown(self) -> list[str]:
+        """Remove everything recorded or prefixed with this run's id; returns what was removed."""
+        removed = []
+        for pid, start, label in reversed(self.processes):
+            if start is not None and proc_start_time(pid) == start:
+                removed.append(f"process {pid} ({label})")
+                _kill(pid, start)
+        for bridge in set(self.bridges) | set(_bridges_with_prefix(self.prefix)):
+            subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", bridge],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            removed.append(f"bridge {bridge}")
+        for intf in set(self.interfaces) | set(_links_with_prefix(self.prefix)):
+            if Path(f"/sys/class/net/{intf}").exists():
+                subprocess.run(["ip", "link", "del", intf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                removed.append(f"interface {intf}")
+        for ns in self.namespaces:
+            if Path(f"/run/netns/{ns}").exists():
+                subprocess.run(["ip", "netns", "del", ns], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                removed.append(f"namespace {ns}")
+        self.path.unlink(missing_ok=True)
+        return removed
+
+
+def _kill(pid: int, start: int) -> None:
+    """SIGTERM, then SIGKILL after a grace period, re-checking identity before each signal."""
+    for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 1.0)):
+        if proc_start_time(pid) != start:
+            return
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if proc_start_time(pid) != start or _is_zombie(pid):
+                return
+            time.sleep(0.02)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def _bridges_with_prefix(prefix: str) -> list[str]:
+    try:
+        out = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True).stdout
+    except FileNotFoundError:
+        return []
+    return [b for b in out.split() if b.startswith(prefix)]
+
+
+def _links_with_prefix(prefix: str) -> list[str]:
+    try:
+        return [n for n in os.listdir("/sys/class/net") if n.startswith(prefix)]
+    except OSError:
+        return []
+
+
+def _names_with_prefix(prefix: str) -> bool:
+    return bool(_links_with_prefix(prefix) or _bridges_with_prefix(prefix))
+
+
+def all_runs() -> list[RunState]:
+    if not STATE_DIR.exists():
+        return []
+    runs = []
+    for path in sorted(STATE_DIR.glob("*.json")):
+        try:
+            runs.append(RunState.load(path))
+        except (OSError, ValueError, TypeError):
+            continue
+    return runs
+
+
+def clean_stale() -> list[str]:
+    """Tear down every run whose owner is gone; live runs are left alone."""
+    removed = []
+    for run in all_runs():
+        if run.is_stale():
+            removed.extend(f"{run.run_id}: {item}" for item in run.teardown())
+    return removed

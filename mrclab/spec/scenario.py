@@ -1,0 +1,286 @@
+"""Scenario files -> a frozen `Scenario`, every default filled in and every name checked against the fabric.
+
+All defaults live in `DEFAULTS` below; the resolved scenario written into a run's
+directory is `Scenario.to_dict()`, so a reader always sees the values that ran.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import UsageError
+from ..units import format_rate, format_size, rate_bps, seconds, size_bytes
+from . import topology as topology_mod
+from .reader import Reader, boolean, integer, load_yaml, number, text
+from .topology import Topology
+
+SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
+
+TRANSPORTS = ("mrc", "single-path", "tcp")
+ROUTINGS = ("static-srv6", "ecmp-reconverge")
+PATTERNS = ("ring-allreduce", "all-to-all", "incast", "permutation")
+LINK_ACTIONS = ("link_down", "link_up", "loss", "rate", "flap", "blackhole", "restore")
+SWITCH_ACTIONS = ("switch_down", "switch_up")
+ACTIONS = LINK_ACTIONS + SWITCH_ACTIONS
+EXPECTATIONS = ("failed_messages", "max_step_time_ratio", "min_goodput_fraction", "max_avoid_s",
+                "max_step_time_s", "flow_mods_after_boot", "fidelity_ok")
+
+DEFAULTS: dict[str, Any] = {
+    "description": "",
+    "transport": "mrc",
+    "routing": "static-srv6",
+    "seed": 1,
+    "duration_limit": "60s",
+    "workload": {"hosts": "all", "message": "1MiB", "steps": 10},
+    "events": [],
+    "transport_options": {},
+    "routing_options": {"convergence_delay": "2s"},
+    "expect": {},
+}
+
+
+@dataclass(frozen=True)
+class Workload:
+    pattern: str
+    hosts: tuple[str, ...]
+    message_bytes: int
+    steps: int
+    receiver: str | None = None
+    senders: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Event:
+    """One fault on the timeline; exactly one of `at_s` and `at_step` is set."""
+
+    action: str
+    target: str
+    at_s: float | None = None
+    at_step: int | None = None
+    rate: float | None = None       # loss: drop probability; rate: bits per second
+    period_s: float | None = None   # flap
+    until_s: float | None = None    # flap
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"at": f"{self.at_s:g}s"} if self.at_s is not None else {"at_step": self.at_step}
+        out.update(action=self.action, target=self.target)
+        if self.action == "loss":
+            out["rate"] = self.rate
+        elif self.action == "rate":
+            out["rate"] = format_rate(self.rate)
+        elif self.action == "flap":
+            out.update(period=f"{self.period_s * 1000:g}ms", until=f"{self.until_s:g}s")
+        return out
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    topology: Topology
+    transport: str
+    routing: str
+    seed: int
+    duration_limit_s: float
+    workload: Workload
+    events: tuple[Event, ...]
+    transport_options: dict = field(default_factory=dict, hash=False)
+    convergence_delay_s: float = 2.0
+    expect: dict = field(default_factory=dict, hash=False)
+    source: str = field(default="", compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        w = self.workload
+        workload: dict[str, Any] = {"pattern": w.pattern, "hosts": list(w.hosts),
+                                    "message": format_size(w.message_bytes), "steps": w.steps}
+        if w.pattern == "incast":
+            workload.update(receiver=w.receiver, senders=list(w.senders))
+        return {"name": self.name, "description": self.description, "topology": self.topology.to_dict(),
+                "transport": self.transport, "routing": self.routing, "seed": self.seed,
+                "duration_limit": f"{self.duration_limit_s:g}s", "workload": workload,
+                "events": [e.to_dict() for e in self.events],
+                "transport_options": dict(self.transport_options),
+                "routing_options": {"convergence_delay": f"{self.convergence_delay_s:g}s"},
+                "expect": dict(self.expect)}
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+def resolve_path(ref: str) -> Path:
+    path = Path(ref)
+    if path.exists() or path.suffix in (".yaml", ".yml") or "/" in ref:
+        return path
+    return SCENARIO_DIR / f"{ref}.yaml"
+
+
+def apply_overrides(data: dict, overrides: list[str], source: str) -> dict:
+    """`--set a.b=VALUE`: VALUE is read as YAML, so numbers, lists and mappings work."""
+    data = copy.deepcopy(data) if data is not None else {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set {item!r}: expected KEY=VALUE with a dotted key, e.g. workload.steps=10")
+        parts = key.strip().split(".")
+        node = data
+        for part in parts[:-1]:
+            child = node.get(part) if isinstance(node, dict) else None
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise UsageError(f"--set {key}: {part} is not a mapping in {source}")
+            node = child
+        try:
+            node[parts[-1]] = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError:
+            node[parts[-1]] = value
+    return data
+
+
+def load(ref: str | Path, overrides: list[str] = ()) -> Scenario:
+    path = resolve_path(str(ref))
+    if not path.exists():
+        raise UsageError(f"{path}: no such scenario file")
+    data = load_yaml(path)
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: (top level): must be a mapping of scenario keys")
+    return from_mapping(apply_overrides(data, list(overrides), str(path)), str(path), default_name=path.stem)
+
+
+def _topology(r: Reader, source: str) -> Topology:
+    ref = r.raw("topology")
+    if ref is None:
+        r.fail("topology", "is required: a file stem in topologies/, a path, or a mapping")
+    if isinstance(ref, dict):
+        return topology_mod.from_mapping(ref, f"{source}: topology", default_name="inline")
+    if not isinstance(ref, str):
+        r.fail("topology", f"expected a file stem, a path or a mapping, got {ref!r}")
+    path = topology_mod.resolve_path(ref)
+    if not path.is_absolute() and not path.exists() and source:
+        beside = Path(source).parent / ref
+        path = beside if beside.exists() else path
+    if not path.exists():
+        stems = sorted(p.stem for p in topology_mod.TOPOLOGY_DIR.glob("*.yaml"))
+        r.fail("topology", f"no topology {ref!r} (shipped: {', '.join(stems)})")
+    return topology_mod.load(path)
+
+
+def _hosts(r: Reader, name: str, topo: Topology, default: Any) -> tuple[str, ...]:
+    value = r.raw(name, default)
+    if value == "all":
+        return tuple(topo.host_names)
+    if not isinstance(value, list) or not value:
+        r.fail(r.key(name), "expected `all` or a non-empty list of host names")
+    for host in value:
+        if not isinstance(host, str) or not topo.has_host(host):
+            r.fail(r.key(name), f"unknown host {host!r}; this fabric has h0..h{topo.hosts - 1}")
+    if len(set(value)) != len(value):
+        r.fail(r.key(name), "lists a host twice")
+    return tuple(value)
+
+
+def _workload(r: Reader, topo: Topology) -> Workload:
+    w = r.sub("workload")
+    d = DEFAULTS["workload"]
+    pattern = w.choice("pattern", PATTERNS)
+    hosts = _hosts(w, "hosts", topo, d["hosts"])
+    message = w.get("message", size_bytes, size_bytes(d["message"]))
+    if not 1 <= message <= 1 << 30:
+        w.fail("workload.message", f"must be between 1 byte and 1GiB, got {message}")
+    steps = w.get("steps", integer(1, 100000), d["steps"])
+    receiver, senders = None, ()
+    if pattern == "incast":
+        receiver = w.get("receiver", str, hosts[0])
+        if receiver not in hosts:
+            w.fail("workload.receiver", f"{receiver!r} is not one of the workload's hosts")
+        senders = _hosts(w, "senders", topo, [h for h in hosts if h != receiver])
+        if receiver in senders:
+            w.fail("workload.senders", "the receiver cannot also be a sender")
+    if len(hosts) < 2:
+        w.fail("workload.hosts", "a collective needs at least 2 hosts")
+    w.done(("pattern", "hosts", "message", "steps") + (("receiver", "senders") if pattern == "incast" else ()))
+    return Workload(pattern, hosts, message, steps, receiver, tuple(senders))
+
+
+def _event(r: Reader, topo: Topology, steps: int, limit_s: float) -> Event:
+    action = r.choice("action", ACTIONS)
+    target = r.get("target", text)
+    if action in LINK_ACTIONS and not topo.has_link(target):
+        r.fail(r.key("target"), f"no link {target!r} in {topo.name} (links are like p0l1-p0s2 or h3-p0l1)")
+    if action in SWITCH_ACTIONS and not topo.has_switch(target):
+        r.fail(r.key("target"), f"no switch {target!r} in {topo.name} (switches are like p0l1 or p2s3)")
+    if r.has("at") == r.has("at_step"):
+        r.fail(r.key("at"), "give exactly one of `at` (a time) and `at_step` (a step number)")
+    at_s = r.get("at", seconds, None)
+    at_step = r.get("at_step", integer(0), None)
+    if at_s is not None and at_s >= limit_s:
+        r.fail(r.key("at"), f"{at_s:g}s is past the run's duration_limit ({limit_s:g}s)")
+    if at_step is not None and at_step >= steps:
+        r.fail(r.key("at_step"), f"step {at_step} is past the workload's last step ({steps - 1})")
+    rate = period = until = None
+    if action == "loss":
+        rate = r.get("rate", number(0.0, 1.0), what="a drop probability between 0 and 1")
+    elif action == "rate":
+        rate = float(r.get("rate", rate_bps, what="a link rate like 20Mbit"))
+    elif action == "flap":
+        period = r.get("period", seconds, what="a duration like 200ms")
+        until = r.get("until", seconds, what="a time like 8s")
+        if period < 0.01:
+            r.fail(r.key("period"), f"must be at least 10ms, got {period:g}s")
+        start = at_s if at_s is not None else 0.0
+        if until <= start:
+            r.fail(r.key("until"), f"must be after the flap starts ({start:g}s)")
+        if until > limit_s:
+            r.fail(r.key("until"), f"{until:g}s is past the run's duration_limit ({limit_s:g}s)")
+    r.done(("at", "at_step", "action", "target")
+           + {"loss": ("rate",), "rate": ("rate",), "flap": ("period", "until")}.get(action, ()))
+    return Event(action, target, at_s, at_step, rate, period, until)
+
+
+def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scenario:
+    r = Reader(data, source)
+    name = r.get("name", text, default_name)
+    description = r.get("description", str, DEFAULTS["description"])
+    topo = _topology(r, source)
+    transport = r.choice("transport", TRANSPORTS, DEFAULTS["transport"])
+    routing = r.choice("routing", ROUTINGS, DEFAULTS["routing"])
+    seed = r.get("seed", integer(0), DEFAULTS["seed"])
+    limit = r.get("duration_limit", seconds, seconds(DEFAULTS["duration_limit"]))
+    if limit <= 0:
+        r.fail("duration_limit", "must be more than 0s")
+    workload = _workload(r, topo)
+    raw_events = r.raw("events", [])
+    if not isinstance(raw_events, list):
+        r.fail("events", "expected a list of events")
+    events = tuple(_event(Reader(e, source, f"events[{i}]."), topo, workload.steps, limit)
+                   for i, e in enumerate(raw_events))
+    options = r.raw("transport_options", {}) or {}
+    if not isinstance(options, dict):
+        r.fail("transport_options", "expected a mapping of transport knobs")
+    ro = r.sub("routing_options")
+    delay = ro.get("convergence_delay", seconds, seconds(DEFAULTS["routing_options"]["convergence_delay"]))
+    ro.done(("convergence_delay",))
+    expect = _expect(r.sub("expect"))
+    r.done(("name", "description", "topology", "transport", "routing", "seed", "duration_limit", "workload",
+            "events", "transport_options", "routing_options", "expect"))
+    return Scenario(name, description, topo, transport, routing, seed, limit, workload, events,
+                    dict(options), delay, expect, source)
+
+
+def _expect(r: Reader) -> dict[str, Any]:
+    checks = {
+        "failed_messages": integer(0), "max_step_time_ratio": number(1.0), "min_goodput_fraction": number(0.0, 1.0),
+        "max_avoid_s": seconds, "max_step_time_s": seconds, "flow_mods_after_boot": integer(0),
+        "fidelity_ok": boolean,
+    }
+    out = {}
+    for key, convert in checks.items():
+        value = r.get(key, convert, None)
+        if value is not None:
+            out[key] = value
+    r.done(EXPECTATIONS)
+    return out

@@ -1,0 +1,183 @@
+"""Topology files -> a frozen `Topology`: counts, rates and every node and link name of SPEC.md."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from ..addressing import Plan
+from ..errors import UsageError
+from ..units import format_rate, format_size, rate_bps, size_bytes
+from .reader import Reader, boolean, integer, load_yaml, text
+
+TOPOLOGY_DIR = Path(__file__).resolve().parents[2] / "topologies"
+
+# Beyond these a 2-core machine cannot emulate the fabric faithfully; the numbers are
+# checked by `mrclab topo show` before anything is built.
+MAX_SWITCHES = 256
+MAX_HOSTS = 64
+
+DEFAULTS = {
+    "planes": 4, "leaves": 4, "spines": 4, "hosts_per_leaf": 2,
+    "links": {"host_rate": "100Mbit", "fabric_rate": "100Mbit", "queue": "64KiB", "mtu": 9000, "trim": True},
+}
+
+_NODE = re.compile(r"^(?:p(\d+)(l|s)(\d+)|h(\d+))$")
+
+
+@dataclass(frozen=True)
+class Link:
+    """One cable. `a` is the lower tier (host or leaf), `b` the upper one (leaf or spine)."""
+
+    a: str
+    b: str
+    plane: int
+    kind: str  # "host" or "fabric"
+
+    @property
+    def name(self) -> str:
+        return f"{self.a}-{self.b}"
+
+
+@dataclass(frozen=True)
+class Topology:
+    name: str
+    planes: int
+    leaves: int
+    spines: int
+    hosts_per_leaf: int
+    host_rate_bps: int
+    fabric_rate_bps: int
+    queue_bytes: int
+    mtu: int
+    trim: bool = True
+    source: str = field(default="", compare=False)
+
+    @property
+    def plan(self) -> Plan:
+        return Plan(self.planes, self.leaves, self.spines, self.hosts_per_leaf)
+
+    @property
+    def hosts(self) -> int:
+        return self.leaves * self.hosts_per_leaf
+
+    @property
+    def host_names(self) -> list[str]:
+        return [f"h{n}" for n in range(self.hosts)]
+
+    @property
+    def leaf_names(self) -> list[str]:
+        return [f"p{k}l{j}" for k in range(self.planes) for j in range(self.leaves)]
+
+    @property
+    def spine_names(self) -> list[str]:
+        return [f"p{k}s{i}" for k in range(self.planes) for i in range(self.spines)]
+
+    @property
+    def switch_names(self) -> list[str]:
+        return self.leaf_names + self.spine_names
+
+    @cached_property
+    def links(self) -> tuple[Link, ...]:
+        host_links = [Link(f"h{n}", f"p{k}l{n // self.hosts_per_leaf}", k, "host")
+                      for n in range(self.hosts) for k in range(self.planes)]
+        fabric_links = [Link(f"p{k}l{j}", f"p{k}s{i}", k, "fabric")
+                        for k in range(self.planes) for j in range(self.leaves) for i in range(self.spines)]
+        return tuple(host_links + fabric_links)
+
+    @cached_property
+    def _links_by_name(self) -> dict[str, Link]:
+        table = {}
+        for link in self.links:
+            table[f"{link.a}-{link.b}"] = table[f"{link.b}-{link.a}"] = link
+        return table
+
+    def link(self, name: str) -> Link:
+        """A link by `a-b` in either order; KeyError if the fabric has no such cable."""
+        return self._links_by_name[name]
+
+    def has_link(self, name: str) -> bool:
+        return name in self._links_by_name
+
+    def has_switch(self, name: str) -> bool:
+        parsed = parse_node(name)
+        if parsed is None or parsed[0] == "host":
+            return False
+        kind, plane, index = parsed
+        return plane < self.planes and index < (self.leaves if kind == "leaf" else self.spines)
+
+    def has_host(self, name: str) -> bool:
+        parsed = parse_node(name)
+        return parsed is not None and parsed[0] == "host" and parsed[2] < self.hosts
+
+    def host_index(self, name: str) -> int:
+        parsed = parse_node(name)
+        if parsed is None or parsed[0] != "host":
+            raise ValueError(f"{name!r} is not a host name")
+        return parsed[2]
+
+    def link_rate_bps(self, link: Link) -> int:
+        return self.host_rate_bps if link.kind == "host" else self.fabric_rate_bps
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "planes": self.planes, "leaves": self.leaves, "spines": self.spines,
+                "hosts_per_leaf": self.hosts_per_leaf,
+                "links": {"host_rate": format_rate(self.host_rate_bps), "fabric_rate": format_rate(self.fabric_rate_bps),
+                          "queue": format_size(self.queue_bytes), "mtu": self.mtu, "trim": self.trim}}
+
+
+def parse_node(name: str) -> tuple[str, int, int] | None:
+    """`p2s3` -> ("spine", 2, 3); `h5` -> ("host", -1, 5); anything else -> None."""
+    match = _NODE.match(name)
+    if not match:
+        return None
+    if match.group(4) is not None:
+        return "host", -1, int(match.group(4))
+    return ("leaf" if match.group(2) == "l" else "spine"), int(match.group(1)), int(match.group(3))
+
+
+def from_mapping(data: Any, source: str, default_name: str = "inline") -> Topology:
+    r = Reader(data, source)
+    name = r.get("name", text, default_name)
+    planes = r.get("planes", integer(1, 16), DEFAULTS["planes"])
+    leaves = r.get("leaves", integer(1, 64), DEFAULTS["leaves"])
+    spines = r.get("spines", integer(1, 64), DEFAULTS["spines"])
+    hosts_per_leaf = r.get("hosts_per_leaf", integer(1, 64), DEFAULTS["hosts_per_leaf"])
+    links = r.sub("links")
+    d = DEFAULTS["links"]
+    host_rate = links.get("host_rate", rate_bps, rate_bps(d["host_rate"]))
+    fabric_rate = links.get("fabric_rate", rate_bps, rate_bps(d["fabric_rate"]))
+    queue = links.get("queue", size_bytes, size_bytes(d["queue"]))
+    mtu = links.get("mtu", integer(1280, 9000), d["mtu"])
+    trim = links.get("trim", boolean, d["trim"])
+    links.done(("host_rate", "fabric_rate", "queue", "mtu", "trim"))
+    r.done(("name", "planes", "leaves", "spines", "hosts_per_leaf", "links"))
+    for key, value in (("links.host_rate", host_rate), ("links.fabric_rate", fabric_rate)):
+        if value < 1000:
+            r.fail(key, f"must be at least 1Kbit, got {value} bit/s")
+    if queue < mtu:
+        r.fail("links.queue", f"must hold at least one MTU ({mtu} bytes), got {queue}")
+    switches = planes * (leaves + spines)
+    if switches > MAX_SWITCHES:
+        r.fail("planes", f"{switches} switches is more than this emulator runs faithfully ({MAX_SWITCHES})")
+    if leaves * hosts_per_leaf > MAX_HOSTS:
+        r.fail("hosts_per_leaf", f"{leaves * hosts_per_leaf} hosts is more than this emulator runs ({MAX_HOSTS})")
+    return Topology(name, planes, leaves, spines, hosts_per_leaf, host_rate, fabric_rate, queue, mtu, trim, source)
+
+
+def resolve_path(ref: str) -> Path:
+    """A topology named by file stem (looked up in topologies/) or by path."""
+    path = Path(ref)
+    if path.suffix in (".yaml", ".yml") or "/" in ref:
+        return path
+    return TOPOLOGY_DIR / f"{ref}.yaml"
+
+
+def load(ref: str | Path) -> Topology:
+    path = resolve_path(str(ref))
+    if not path.exists():
+        stems = sorted(p.stem for p in TOPOLOGY_DIR.glob("*.yaml"))
+        raise UsageError(f"{path}: no such topology file (shipped: {', '.join(stems) or 'none'})")
+    return from_mapping(load_yaml(path), str(path), default_name=path.stem)

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# One idempotent set-up for a mrclab lab machine (Debian 12 / Ubuntu 22.04+, as root).
+# Installs system packages, starts OVS without systemd or the kernel module when needed,
+# and makes .venv from the system Python (Debian's Mininet lives in its site-packages).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+
+[ "$(id -u)" -eq 0 ] || { echo "provision.sh: run as root (sudo)" >&2; exit 3; }
+
+pkgs=(openvswitch-switch openvswitch-common mininet iproute2 ethtool clang llvm libbpf-dev
+      iperf3 tcpdump python3-venv python3-dev gcc make)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "provision: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # policy-rc.d keeps package scripts from starting services we start ourselves below.
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# asm/ headers for BPF programs built with clang -target bpf.
+if [ ! -e /usr/include/asm ] && [ -d "/usr/include/$(uname -m)-linux-gnu/asm" ]; then
+  ln -s "/usr/include/$(uname -m)-linux-gnu/asm" /usr/include/asm
+fi
+
+# Open vSwitch daemons: answer, or start them with ovs-ctl (no systemd needed).
+if ! ovs-vsctl --timeout=2 show >/dev/null 2>&1; then
+  echo "provision: starting Open vSwitch"
+  ctl=/usr/share/openvswitch/scripts/ovs-ctl
+  if [ -d /sys/module/openvswitch ]; then
+    "$ctl" start --system-id=random >/dev/null
+  else
+    "$ctl" start --system-id=random --no-ovs-vswitchd >/dev/null 2>&1 || true
+    "$ctl" start --system-id=random --no-ovsdb-server --no-mlockall >/dev/null 2>&1 || true
+    # ovs-ctl tries to load the kernel module; without it vswitchd still runs userspace-only.
+    ovs-vsctl --timeout=5 show >/dev/null 2>&1 || "$ctl" start --system-id=random --no-mlockall --no-full-hostname >/dev/null
+  fi
+  ovs-vsctl --timeout=5 show >/dev/null
+fi
+
+# Python environment: the system interpreter, which is the one Debian's Mininet is built for.
+py=/usr/bin/python3
+if [ ! -x .venv/bin/python ]; then
+  "$py" -m venv --system-site-packages .venv
+fi
+stamp=.venv/.mrclab-installed
+if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ] || [ setup.py -nt "$stamp" ]; then
+  echo "provision: installing mrclab into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e '.[test]'
+  touch "$stamp"
+fi
+echo "provision: ok"
