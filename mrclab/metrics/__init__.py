@@ -1,0 +1,1 @@
+"""From counters and timestamps to the figures of results.json."""

@@ -1,0 +1,44 @@
+"""`avoid_s`: from a fault to the last data packet any sender put on a path through it.
+
+An MRC path is (src host, dst host, plane, spine); the fault's footprint is the set of
+paths that cross the failed link or switch. Agents report, per peer and EV, when they
+last sent data on it; the runner snapshots that just before the fault is cleared (or at
+the end of the run), so later sends after repair do not count.
+"""
+from __future__ import annotations
+
+from ..spec import Topology
+from ..spec.topology import parse_node
+
+
+def path_hits(topo: Topology, target: str, src: int, dst: int, plane: int, spine: int) -> bool:
+    """Does the path src -> dst on (plane, spine) cross the link or switch named `target`?"""
+    leaf_s, leaf_d = topo.plan.leaf_of(src), topo.plan.leaf_of(dst)
+    if topo.has_switch(target):
+        kind, p, index = parse_node(target)
+        return p == plane and (index == spine if kind == "spine" else index in (leaf_s, leaf_d))
+    link = topo.link(target)
+    if link.plane != plane:
+        return False
+    lower, upper = parse_node(link.a), parse_node(link.b)
+    if link.kind == "host":
+        return lower[2] in (src, dst)
+    return upper[2] == spine and lower[2] in (leaf_s, leaf_d)
+
+
+def avoid_seconds(topo: Topology, target: str, fault_t: float,
+                  last_send: dict[int, dict[int, dict[int, float]]]) -> float | None:
+    """Max over senders of (last send on an affected EV) - fault time; 0 if nothing was sent after.
+
+    `last_send[src][dst][ev]` is a monotonic time; None when no sender ever used an affected
+    path (the fault touched nothing the workload used).
+    """
+    worst, touched = 0.0, False
+    for src, peers in last_send.items():
+        for dst, evs in peers.items():
+            for ev, t in evs.items():
+                plane, spine = topo.plan.ev_path(ev)
+                if path_hits(topo, target, src, dst, plane, spine):
+                    touched = True
+                    worst = max(worst, t - fault_t)
+    return worst if touched else None

@@ -1,0 +1,87 @@
+"""Was the emulated network the bottleneck, or this machine's CPU?
+
+Two honest signals, sampled from /proc while the workload runs:
+- the whole machine's busy share (all CPUs): past `MACHINE_BUSY_LIMIT` there is no idle
+  time left, so any queueing seen may be CPU queueing, not network queueing;
+- the hottest single thread among the processes that move packets (ovs-vswitchd's
+  threads, every agent): one near 100% of a core is a serial bottleneck even when the
+  machine as a whole still has idle time.
+Either one makes `fidelity.ok` false and the notes say which, with the figures.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MACHINE_BUSY_LIMIT = 90.0
+THREAD_BUSY_LIMIT = 90.0
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _machine_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies over all CPUs."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    total = sum(fields[:8])
+    return total - idle, total
+
+
+def _thread_ticks(pids: dict[int, str]) -> dict[str, int]:
+    """utime+stime per thread, keyed `label/tid`."""
+    out = {}
+    for pid, label in pids.items():
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            out[f"{label}/{tid}"] = int(stat[11]) + int(stat[12])
+    return out
+
+
+@dataclass
+class CpuSampler:
+    """Start before the workload, stop after; pids maps process id -> label (e.g. 'ovs-vswitchd', 'agent h3')."""
+
+    pids: dict[int, str] = field(default_factory=dict)
+    _start: tuple | None = None
+    _result: dict | None = None
+
+    def start(self) -> None:
+        self._start = (time.monotonic(), _machine_ticks(), _thread_ticks(self.pids))
+
+    def stop(self) -> dict:
+        t0, (busy0, total0), threads0 = self._start
+        elapsed = max(time.monotonic() - t0, 1e-6)
+        busy1, total1 = _machine_ticks()
+        threads1 = _thread_ticks(self.pids)
+        machine = 100.0 * (busy1 - busy0) / max(total1 - total0, 1)
+        hottest, hottest_pct = None, 0.0
+        for key, ticks in threads1.items():
+            pct = 100.0 * (ticks - threads0.get(key, 0)) / TICKS / elapsed  # born mid-run: all of it
+            if pct > hottest_pct:
+                hottest, hottest_pct = key, pct
+        self._result = verdict(machine, hottest, hottest_pct)
+        return self._result
+
+
+def verdict(machine_pct: float, hottest: str | None, hottest_pct: float) -> dict:
+    notes = []
+    if machine_pct >= MACHINE_BUSY_LIMIT:
+        notes.append(f"machine CPU {machine_pct:.0f}% busy (limit {MACHINE_BUSY_LIMIT:.0f}%): "
+                     "queueing may be CPU, not network; lower link rates or fewer hosts")
+    if hottest_pct >= THREAD_BUSY_LIMIT:
+        notes.append(f"thread {hottest} at {hottest_pct:.0f}% of a core (limit {THREAD_BUSY_LIMIT:.0f}%): "
+                     "a serial bottleneck outside the emulated network")
+    ok = not notes
+    if ok:
+        notes.append(f"machine CPU {machine_pct:.0f}% busy, hottest thread {hottest or '-'} at "
+                     f"{hottest_pct:.0f}%: the emulated network, not the CPU, set the pace")
+    return {"cpu_busy_pct": round(machine_pct, 1), "hottest_thread": hottest,
+            "hottest_thread_pct": round(hottest_pct, 1), "ok": ok, "notes": notes}

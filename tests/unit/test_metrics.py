@@ -1,0 +1,82 @@
+import pytest
+
+from mrclab.metrics import avoid, expectations, fidelity
+from mrclab.spec import topology as topology_mod
+
+TOPO = topology_mod.load("clos-4p-4l-4s")  # 2 hosts per leaf: h0,h1 on leaf 0 ... h6,h7 on leaf 3
+
+
+def ev_for(plane, spine):
+    ev = next(e for e in range(64) if TOPO.plan.ev_path(e) == (plane, spine))
+    return ev
+
+
+@pytest.mark.parametrize("target,src,dst,plane,spine,hit", [
+    ("p0l0-p0s2", 0, 7, 0, 2, True),    # up-link of the source leaf
+    ("p0l3-p0s2", 0, 7, 0, 2, True),    # down-link to the destination leaf
+    ("p0l1-p0s2", 0, 7, 0, 2, False),   # another leaf's link
+    ("p0l0-p0s1", 0, 7, 0, 2, False),   # another spine
+    ("p1l0-p1s2", 0, 7, 0, 2, False),   # another plane
+    ("p0s2", 0, 7, 0, 2, True),
+    ("p0s2", 0, 7, 1, 2, False),
+    ("p0l3", 0, 7, 0, 0, True),
+    ("h7-p0l3", 0, 7, 0, 1, True),
+    ("h6-p0l3", 0, 7, 0, 1, False),
+    ("p0l0-p0s2", 0, 1, 0, 2, True),    # same-leaf pairs climb to the spine too
+])
+def test_path_hits(target, src, dst, plane, spine, hit):
+    assert avoid.path_hits(TOPO, target, src, dst, plane, spine) is hit
+
+
+def test_avoid_is_last_affected_send_after_fault():
+    hit, miss = ev_for(0, 2), ev_for(1, 2)
+    last = {0: {7: {hit: 10.004, miss: 10.5}}, 2: {5: {hit: 9.0}}}
+    assert avoid.avoid_seconds(TOPO, "p0l0-p0s2", 10.0, last) == pytest.approx(0.004)
+    # nothing sent on the path after the fault: 0; path never used: None
+    assert avoid.avoid_seconds(TOPO, "p0l0-p0s2", 11.0, last) == 0.0
+    assert avoid.avoid_seconds(TOPO, "p3l2-p3s3", 10.0, last) is None
+
+
+def results(failed=0, p50=1.0, p100=1.5, goodput=0.7, avoid_s=(0.002,), mods=0, ok=True):
+    return {"summary": {"messages": {"failed": failed}, "step_time_s": {"p50": p50, "p100": p100},
+                        "goodput_fraction": goodput},
+            "events": [{"avoid_s": a} for a in avoid_s], "controller": {"flow_mods_after_boot": mods},
+            "fidelity": {"ok": ok}}
+
+
+def test_expectations_pass_and_fail_with_bounds():
+    expect = {"failed_messages": 0, "max_step_time_ratio": 2.0, "min_goodput_fraction": 0.5,
+              "max_avoid_s": 0.05, "flow_mods_after_boot": 0, "fidelity_ok": True}
+    assert all(c["ok"] for c in expectations.evaluate(expect, results()))
+    bad = expectations.evaluate(expect, results(failed=2, p100=3.0, goodput=0.4, avoid_s=(0.2,), mods=4, ok=False))
+    assert [c["ok"] for c in bad] == [False] * 6
+    assert bad[1]["actual"] == 3.0
+
+
+def test_fidelity_verdict():
+    assert fidelity.verdict(40.0, "agent h0/1", 50.0)["ok"]
+    busy = fidelity.verdict(97.0, "agent h0/1", 50.0)
+    assert not busy["ok"] and "machine CPU 97%" in busy["notes"][0]
+    hot = fidelity.verdict(60.0, "ovs-vswitchd/12", 99.0)
+    assert not hot["ok"] and "ovs-vswitchd/12" in hot["notes"][0]
+
+
+def test_cpu_sampler_sees_a_busy_thread():
+    import os
+    import threading
+    import time
+    done = threading.Event()
+
+    def spin():
+        while not done.is_set():
+            pass
+
+    sampler = fidelity.CpuSampler({os.getpid(): "test"})
+    sampler.start()
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    time.sleep(0.6)
+    result = sampler.stop()
+    done.set()
+    spinner.join()
+    assert result["hottest_thread"].startswith("test/") and result["hottest_thread_pct"] > 50
