@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
 import string
 import subprocess
@@ -52,6 +53,12 @@ class RunState:
     @property
     def path(self) -> Path:
         return STATE_DIR / f"{self.run_id}.json"
+
+    def private_dir(self) -> Path:
+        """A root-only directory for the run's sockets; short enough for AF_UNIX paths."""
+        path = STATE_DIR / self.run_id
+        path.mkdir(mode=0o700, exist_ok=True)
+        return path
 
     @classmethod
     def create(cls, purpose: str = "") -> "RunState":
@@ -117,6 +124,7 @@ class RunState:
             if Path(f"/run/netns/{ns}").exists():
                 subprocess.run(["ip", "netns", "del", ns], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 removed.append(f"namespace {ns}")
+        shutil.rmtree(STATE_DIR / self.run_id, ignore_errors=True)
         self.path.unlink(missing_ok=True)
         return removed
 
