@@ -1,0 +1,83 @@
+"""RTT estimation and congestion control: a sender window in the spirit of UET 1.0 NSCC.
+
+NSCC steers one window per connection (bytes in flight, over every path at once) by
+queueing delay: RTT minus the lowest RTT seen. Below the target delay the window
+grows, fast when the queue is empty (proportional to the headroom) and by
+``cc_ai`` MSS per RTT always (the additive part is what lets competing flows
+converge to a fair share). Above the target it shrinks in proportion to the excess,
+at most by ``cc_md`` and at most once per RTT. A trim or ECN echo means a queue
+overflowed or nearly did: the window is cut by ``cc_trim_md``, also once per RTT, so
+an incast burst that trims many packets in one round costs one decrease, not many.
+Losses are not congestion here (trimming turns overflow into NACKs): they retire a
+path and leave the window alone.
+"""
+from __future__ import annotations
+
+
+class RttEstimator:
+    """Smoothed RTT and variance (RFC 6298) plus the minimum, which stands for the base RTT."""
+
+    __slots__ = ("srtt", "rttvar", "min_rtt", "latest")
+
+    def __init__(self) -> None:
+        self.srtt: float | None = None
+        self.rttvar = 0.0
+        self.min_rtt = float("inf")
+        self.latest = 0.0
+
+    def update(self, sample: float) -> None:
+        if sample <= 0.0:
+            return  # clock skew between send and echo paths; nothing to learn
+        self.latest = sample
+        if sample < self.min_rtt:
+            self.min_rtt = sample
+        if self.srtt is None:
+            self.srtt = sample
+            self.rttvar = sample / 2
+        else:
+            self.rttvar += 0.25 * (abs(self.srtt - sample) - self.rttvar)
+            self.srtt += 0.125 * (sample - self.srtt)
+
+    def rto(self, rto_min: float, rto_initial: float) -> float:
+        if self.srtt is None:
+            return rto_initial
+        return max(rto_min, self.srtt + 4 * self.rttvar)
+
+
+class WindowCC:
+    """The congestion window, in bytes; never below one MSS."""
+
+    __slots__ = ("cwnd", "_mss", "_max", "_target", "_ai", "_fi", "_md", "_trim_md", "_hold_until")
+
+    def __init__(self, mss: int, init_window: int, max_window: int, target_delay: float, ai: float, fi: float,
+                 md: float, trim_md: float) -> None:
+        self._mss = mss
+        self._max = max(max_window, mss)
+        self.cwnd = float(min(max(init_window, mss), self._max))
+        self._target = target_delay
+        self._ai = ai
+        self._fi = fi
+        self._md = md
+        self._trim_md = trim_md
+        self._hold_until = 0.0
+
+    def on_ack(self, acked: int, rtt: RttEstimator, now: float) -> None:
+        """``acked`` bytes newly acknowledged; ``rtt.latest`` is the delay sample they brought."""
+        queueing = rtt.latest - rtt.min_rtt
+        target = self._target
+        cwnd = self.cwnd
+        if queueing <= target:
+            cwnd += acked * (self._fi * (target - queueing) / target + self._ai * self._mss / cwnd)
+            self.cwnd = cwnd if cwnd < self._max else self._max
+        elif now >= self._hold_until:
+            self._decrease(min(self._md, (queueing - target) / queueing), now, rtt)
+
+    def on_congestion(self, now: float, rtt: RttEstimator) -> None:
+        """A trim NACK or an ECN echo."""
+        if now >= self._hold_until:
+            self._decrease(self._trim_md, now, rtt)
+
+    def _decrease(self, fraction: float, now: float, rtt: RttEstimator) -> None:
+        cwnd = self.cwnd * (1.0 - fraction)
+        self.cwnd = cwnd if cwnd > self._mss else float(self._mss)
+        self._hold_until = now + (rtt.srtt or 0.0)

@@ -1,0 +1,108 @@
+"""Every knob of the MRC transport, with its default; a scenario's ``transport_options`` feed it.
+
+Times are seconds, sizes bytes. Defaults suit the default lab: 100 Mbit ports, 64 KiB
+switch queues, MTU 9000, Python agents whose timers are good to about a millisecond.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .wire import DATA_HEADER_LEN, MAX_PAYLOAD
+
+
+@dataclass(frozen=True)
+class TransportConfig:
+    mss: int = 8192
+    """Payload bytes per DATA packet. UDP payload = mss + 48, so keep mss <= MTU - 96 (IPv6 + UDP + header)."""
+    ev_count: int = 64
+    """Active EVs per connection, spread evenly over planes; EVs given beyond this wait in reserve."""
+    ev_min_active: int = 2
+    """Retirement never leaves fewer usable EVs than this (losses then retransmit on the survivors)."""
+    probe_interval: float = 0.002
+    """Seconds between probes of each ASSUMED_BAD EV."""
+    probe_successes: int = 3
+    """Consecutive probe replies that bring an ASSUMED_BAD EV back to GOOD."""
+    rto_min: float = 0.01
+    """Floor of the retransmission timeout (srtt + 4 rttvar, per packet). A timeout retires the packet's EV."""
+    rto_initial: float = 0.05
+    """Retransmission timeout before the first RTT sample."""
+    rto_max: float = 0.5
+    """Ceiling of the exponentially backed-off timeout."""
+    max_retransmits: int = 50
+    """Transmissions of one packet beyond the first before the connection fails (RC's retry_cnt)."""
+    reorder_window: float = 0.0005
+    """RACK: a packet sent before one already SACKed is lost once outstanding this long beyond that packet's RTT
+    (or a quarter of the base RTT, if larger): how much the paths of one connection may disagree in delay."""
+    sack_every: int = 4
+    """The receiver SACKs every N data packets (and at once on ECN, duplicates and message completion)."""
+    sack_delay: float = 0.0002
+    """...or this long after the first packet it has not yet acknowledged."""
+    cc: bool = True
+    """Congestion control on; off, the window stays at cc_max_window."""
+    cc_init_window: int = 131072
+    """Initial congestion window, bytes."""
+    cc_max_window: int = 4 << 20
+    """Largest congestion window, bytes."""
+    cc_target_delay: float = 0.001
+    """Queueing delay (RTT minus the lowest RTT seen) the window aims for."""
+    cc_ai: float = 1.0
+    """Additive increase, MSS per RTT, while delay is under target."""
+    cc_fi: float = 1.0
+    """Proportional increase: window fraction per RTT at zero queueing, tapering to 0 at the target."""
+    cc_md: float = 0.5
+    """Largest delay-driven decrease (fraction of the window), at most once per RTT."""
+    cc_trim_md: float = 0.3
+    """Decrease on a trim NACK or ECN echo, at most once per RTT."""
+    single_path: bool = False
+    """RoCE-RC-like baseline: one EV per connection, never retired, never probed."""
+    max_message: int = 1 << 30
+    """Largest message a receiver accepts (it allocates the whole buffer on the first packet)."""
+
+    def __post_init__(self) -> None:
+        checks = (
+            ("mss", 1 <= self.mss <= MAX_PAYLOAD, f"between 1 and {MAX_PAYLOAD}"),
+            ("ev_count", self.ev_count >= 1, ">= 1"),
+            ("ev_min_active", 1 <= self.ev_min_active <= self.ev_count, "between 1 and ev_count"),
+            ("probe_interval", self.probe_interval > 0, "> 0"),
+            ("probe_successes", self.probe_successes >= 1, ">= 1"),
+            ("rto_min", 0 < self.rto_min <= self.rto_max, "> 0 and <= rto_max"),
+            ("rto_initial", self.rto_initial > 0, "> 0"),
+            ("max_retransmits", self.max_retransmits >= 0, ">= 0"),
+            ("reorder_window", self.reorder_window >= 0, ">= 0"),
+            ("sack_every", self.sack_every >= 1, ">= 1"),
+            ("sack_delay", self.sack_delay >= 0, ">= 0"),
+            ("cc_init_window", self.cc_init_window >= 1, ">= 1"),
+            ("cc_max_window", self.cc_max_window >= self.mss, ">= mss"),
+            ("cc_target_delay", self.cc_target_delay > 0, "> 0"),
+            ("cc_ai", self.cc_ai >= 0, ">= 0"),
+            ("cc_fi", self.cc_fi >= 0, ">= 0"),
+            ("cc_md", 0 < self.cc_md < 1, "between 0 and 1"),
+            ("cc_trim_md", 0 <= self.cc_trim_md < 1, "between 0 and 1"),
+            ("max_message", self.max_message >= 0, ">= 0"),
+        )
+        for name, ok, allowed in checks:
+            if not ok:
+                raise ValueError(f"transport option {name}={getattr(self, name)!r}: must be {allowed}")
+
+    @property
+    def packet_size(self) -> int:
+        """Largest UDP payload this configuration sends."""
+        return DATA_HEADER_LEN + self.mss
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None) -> TransportConfig:
+        """Build from a scenario's ``transport_options``; unknown keys and wrong types raise ValueError."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        values = {}
+        for key, value in (options or {}).items():
+            if key not in fields:
+                raise ValueError(f"unknown transport option {key!r}; allowed: {', '.join(sorted(fields))}")
+            kind = type(fields[key].default)
+            if kind is float and type(value) is int:
+                value = float(value)
+            if type(value) is not kind:
+                raise ValueError(f"transport option {key!r} must be {kind.__name__}, got {value!r}")
+            values[key] = value
+        return cls(**values)

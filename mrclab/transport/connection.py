@@ -1,0 +1,135 @@
+"""One MRC connection (a QP) as a sans-IO state machine, in the manner of h11 and aioquic.
+
+The owner feeds it datagrams (:meth:`Connection.receive`) and timer expiries
+(:meth:`Connection.on_timer`) with the current time, and after each of those, and
+after :meth:`Connection.send_message`, takes :meth:`Connection.datagrams_to_send`:
+``(ev, datagram)`` pairs, the EV naming the path (``Plan.ev_address``) to send on.
+:meth:`Connection.next_timer` says when to call back. The object never reads a clock,
+opens a socket or starts a thread, so the whole protocol runs deterministically in
+tests and in :mod:`mrclab.transport.sim`.
+
+A connection is full duplex and symmetric: both ends build one with the same
+``conn_id`` and either may send messages; no role is needed. Each direction has its
+own PSN space (the sending half is :mod:`.sender`, the receiving half :mod:`.receiver`).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from .config import TransportConfig
+from .counters import Counters
+from .ev import EvSet, EvState
+from .receiver import Receiver
+from .sender import Sender
+from .wire import Data, Nack, Probe, Sack, WireError, decode
+
+
+class Connection:
+    def __init__(self, conn_id: int, evs: list[int], ev_plane: Callable[[int], int],
+                 config: TransportConfig | None = None) -> None:
+        """``evs``: every EV this connection may use; the first ``ev_count`` (balanced over planes) are
+        active, the rest are spares for retired ones. ``ev_plane``: the plane an EV steers to."""
+        config = config or TransportConfig()
+        if not 0 <= conn_id <= 0xFFFFFFFF:
+            raise ValueError(f"conn_id {conn_id} does not fit in 32 bits")
+        self.conn_id = conn_id
+        self.config = config
+        self.counters = Counters()
+        self._events: list = []
+        self._evs = EvSet(list(evs), ev_plane, config.ev_count, config.ev_min_active, config.probe_interval,
+                          config.probe_successes, config.single_path, self._events, self.counters)
+        self._tx = Sender(conn_id, config, self._evs, self._events, self.counters)
+        self._rx = Receiver(conn_id, config, self._events, self.counters)
+
+    # -- driving it ------------------------------------------------------------------------------
+
+    def send_message(self, msg_id: int, data: bytes | bytearray | memoryview) -> None:
+        """Queue a message (RDMA-write semantics). ``data`` is not copied: leave it alone until completed."""
+        self._tx.send_message(msg_id, data)
+
+    def receive(self, datagram: bytes | bytearray | memoryview, ev_hint: int | None, now: float) -> None:
+        """Feed one datagram. ``ev_hint``: the EV to answer on, when the agent wants the return path pinned;
+        None answers on the EV the datagram names (the same path back). Malformed datagrams are counted
+        in ``counters.malformed`` and dropped."""
+        try:
+            pkt = decode(datagram)
+        except WireError:
+            self.counters.malformed += 1
+            return
+        if pkt.conn_id != self.conn_id:
+            self.counters.malformed += 1
+            return
+        kind = pkt.__class__
+        if kind is Data:
+            self._rx.on_data(pkt, pkt.ev if ev_hint is None else ev_hint, now)
+        elif kind is Sack:
+            self._tx.on_sack(pkt, now)
+        elif kind is Nack:
+            self._tx.on_nack(pkt, now)
+        elif kind is Probe:
+            self._rx.on_probe(pkt, pkt.ev if ev_hint is None else ev_hint)
+        else:
+            self._tx.on_probe_reply(pkt, now)
+
+    def on_timer(self, now: float) -> None:
+        self._rx.on_timer(now)
+        self._tx.on_timer(now)
+
+    def datagrams_to_send(self, now: float) -> list[tuple[int, bytes | bytearray]]:
+        """Answers first (SACK, NACK, probe replies), then due probes, retransmissions and new data."""
+        out = self._rx.take()
+        self._tx.emit(now, out)
+        return out
+
+    def next_timer(self) -> float | None:
+        rx = self._rx.next_timer()
+        tx = self._tx.next_timer()
+        if rx is None:
+            return tx
+        return rx if tx is None or rx < tx else tx
+
+    def pop_events(self) -> list:
+        """MessageDelivered, MessageCompleted, MessageFailed and EvStateChanged, oldest first."""
+        events = self._events[:]
+        self._events.clear()
+        return events
+
+    # -- paths ---------------------------------------------------------------------------------------
+
+    def deny_ev(self, ev: int, now: float) -> None:
+        """Stop using an EV (administrative), replacing it from the same plane's spares if any."""
+        self._evs.deny(ev, now)
+
+    def allow_ev(self, ev: int, now: float) -> None:
+        self._evs.allow(ev, now)
+
+    def ev_state(self, ev: int) -> EvState:
+        return self._evs[ev].state
+
+    def ev_last_send(self, ev: int) -> float | None:
+        """When this connection last put a DATA packet on ``ev`` (the runner's ``avoid_s`` is built on it)."""
+        return self._evs[ev].last_send
+
+    def active_evs(self) -> list[int]:
+        """The EVs holding spraying slots now, in spraying order (whatever their state)."""
+        return [e.ev for e in self._evs.slots]
+
+    # -- state -----------------------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """Messages sent and not yet acknowledged."""
+        return self._tx.busy
+
+    @property
+    def failed(self) -> bool:
+        """Retries exhausted; the connection sends nothing more."""
+        return self._tx.failed
+
+    @property
+    def cwnd(self) -> float:
+        return self._tx.cc.cwnd
+
+    @property
+    def srtt(self) -> float | None:
+        return self._tx.rtt.srtt

@@ -1,0 +1,24 @@
+"""What a connection tells its owner, through ``Connection.pop_events()`` (plus ``ev.EvStateChanged``)."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class MessageDelivered(NamedTuple):
+    """Receiver: every byte arrived and the digest matched. ``data`` is the receive buffer itself."""
+
+    msg_id: int
+    data: bytearray
+
+
+class MessageCompleted(NamedTuple):
+    """Sender: every packet of the message was acknowledged."""
+
+    msg_id: int
+
+
+class MessageFailed(NamedTuple):
+    """``reason``: ``digest_mismatch`` (receiver) or ``retries_exhausted`` (sender; the connection is dead)."""
+
+    msg_id: int
+    reason: str

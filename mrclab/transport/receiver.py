@@ -1,0 +1,155 @@
+"""The receiving half of a connection: out-of-order placement, SACK/NACK, end-to-end digest.
+
+Every DATA packet carries its message's length, its own offset and the message digest,
+so the first packet of a message (whichever arrives first) allocates the buffer and
+every packet lands at its offset at once: reordering across paths costs nothing.
+Duplicates are recognised by PSN (a PSN keeps its number through retransmissions).
+A message is delivered when all its bytes are in and its blake2b-64 digest matches;
+a mismatch is reported as failed, never delivered.
+
+SACKs go out every ``sack_every`` packets or ``sack_delay`` after the first one not yet
+acknowledged, and at once on ECN, on duplicates (the sender is resending what already
+arrived) and on message completion (the sender's completion waits on it). A trimmed
+packet is NACKed at once. Answers travel on the EV of the packet that caused them.
+"""
+from __future__ import annotations
+
+from .config import TransportConfig
+from .events import MessageDelivered, MessageFailed
+from .wire import ECN_CE, ECN_ECHO, SACK_BITS, TRIMMED, Data, Probe, encode_nack, encode_probe, encode_sack, \
+    message_digest, unwrap
+
+_MASK = (1 << SACK_BITS) - 1
+MAX_REORDER = 1 << 20
+"""PSNs further than this ahead of the cumulative PSN are refused (it bounds the receive bitmap)."""
+
+
+class _RxMessage:
+    __slots__ = ("buf", "length", "digest", "received")
+
+    def __init__(self, length: int, digest: int) -> None:
+        self.buf = bytearray(length)
+        self.length = length
+        self.digest = digest
+        self.received = 0
+
+
+class Receiver:
+    def __init__(self, conn_id: int, config: TransportConfig, events: list, counters) -> None:
+        self._conn_id = conn_id
+        self._sack_every = config.sack_every
+        self._sack_delay = config.sack_delay
+        self._max_message = config.max_message
+        self._events = events
+        self._counters = counters
+        self.out: list[tuple[int, bytes]] = []  # answers waiting for datagrams_to_send
+        self._messages: dict[int, _RxMessage] = {}
+        self._cum = 0  # every PSN below arrived
+        self._bits = 0  # bit i: PSN cum + i arrived (bit 0 is always clear)
+        self._pending = 0  # packets not yet acknowledged
+        self._ecn = 0
+        self._flush_at: float | None = None
+        self._last_psn = 0  # the packet the next SACK answers
+        self._last_ev = 0
+        self._last_ts = 0
+        self._last_at = 0.0
+        self._last_reply_ev = 0
+
+    def on_data(self, d: Data, reply_ev: int, now: float) -> None:
+        counters = self._counters
+        cum = self._cum
+        rel = unwrap(d.psn, cum) - cum
+        if rel < 0 or (self._bits >> rel) & 1:
+            counters.duplicates += 1
+            self._note(d, reply_ev, now)
+            self._sack(now)
+            return
+        if rel >= MAX_REORDER:
+            counters.malformed += 1
+            return
+        if d.flags & TRIMMED:
+            counters.nacks += 1
+            self.out.append((reply_ev, encode_nack(self._conn_id, d.psn, cum, d.ev, d.ts)))
+            return
+        msg = self._messages.get(d.msg_id)
+        if msg is None:
+            if d.msg_len > self._max_message:
+                counters.malformed += 1
+                return
+            msg = self._messages[d.msg_id] = _RxMessage(d.msg_len, d.digest)
+        elif msg.length != d.msg_len or msg.digest != d.digest:
+            counters.malformed += 1  # contradicts the packets of this message that came before
+            return
+        bits = self._bits | (1 << rel)
+        if rel == 0:
+            run = (~bits & (bits + 1)).bit_length() - 1
+            bits >>= run
+            self._cum = cum + run
+        self._bits = bits
+        length = d.length
+        if length:
+            offset = d.offset
+            msg.buf[offset:offset + length] = d.payload
+            msg.received += length
+        counters.data_received += 1
+        counters.bytes_received += length
+        self._note(d, reply_ev, now)
+        self._pending += 1
+        urgent = False
+        if d.flags & ECN_CE:
+            self._ecn += 1
+            urgent = True
+        if msg.received >= msg.length:
+            del self._messages[d.msg_id]
+            self._complete(d.msg_id, msg)
+            urgent = True
+        if urgent or self._pending >= self._sack_every:
+            self._sack(now)
+        elif self._flush_at is None:
+            self._flush_at = now + self._sack_delay
+
+    def on_probe(self, p: Probe, reply_ev: int) -> None:
+        self.out.append((reply_ev, encode_probe(self._conn_id, p.ev, p.seq, p.ts, reply=True)))
+
+    def on_timer(self, now: float) -> None:
+        if self._flush_at is not None and now >= self._flush_at:
+            self._sack(now)
+
+    def next_timer(self) -> float | None:
+        return self._flush_at
+
+    def take(self) -> list:
+        out = self.out
+        self.out = []
+        return out
+
+    def _note(self, d: Data, reply_ev: int, now: float) -> None:
+        self._last_psn = unwrap(d.psn, self._cum)
+        self._last_ev = d.ev
+        self._last_ts = d.ts
+        self._last_at = now
+        self._last_reply_ev = reply_ev
+
+    def _sack(self, now: float) -> None:
+        cum = self._cum
+        base = self._last_psn - (SACK_BITS - 1)
+        if base < cum:
+            base = cum
+        bitmap = (self._bits >> (base - cum)) & _MASK
+        self.out.append((self._last_reply_ev, encode_sack(
+            ECN_ECHO if self._ecn else 0, self._conn_id, cum, base, bitmap, self._last_psn, self._last_ev,
+            self._ecn, self._last_ts, int((now - self._last_at) * 1e9))))
+        self._counters.sacks += 1
+        self._pending = 0
+        self._ecn = 0
+        self._flush_at = None
+
+    def _complete(self, msg_id: int, msg: _RxMessage) -> None:
+        counters = self._counters
+        if message_digest(msg.buf) != msg.digest:
+            counters.digest_failures += 1
+            self._events.append(MessageFailed(msg_id, "digest_mismatch"))
+            return
+        counters.messages_delivered += 1
+        counters.bytes_delivered += msg.length
+        self._events.append(MessageDelivered(msg_id, msg.buf))

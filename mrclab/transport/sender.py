@@ -1,0 +1,323 @@
+"""The sending half of a connection: spraying, selective retransmission, timers, probes.
+
+Every DATA packet gets a PSN once and keeps it through retransmissions (flagged RETX),
+so the receiver's cumulative PSN stays meaningful; each *transmission* gets a fresh
+record and a transmit sequence number, so loss detection is never confused by an old
+copy. A packet is declared lost, and its EV retired (loss means failure), when
+
+* RACK: a packet transmitted after it was SACKed and it is still unacknowledged
+  ``rtt + reorder window`` after its own transmission (cross-path skew is what the
+  window absorbs), or
+* its retransmission timeout (per packet, backed off while nothing is acknowledged)
+  expires.
+
+A trim NACK is not a loss: the packet goes to the front of the retransmit queue and
+its EV skips a turn. Retransmissions go out before new data, on another EV.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from .cc import RttEstimator, WindowCC
+from .config import TransportConfig
+from .ev import Ev, EvSet
+from .events import MessageCompleted, MessageFailed
+from .wire import DATA_HEADER_LEN, ECN_ECHO, LAST, RETX, SACK_BITS, Nack, ProbeReply, Sack, encode_data_into, \
+    encode_probe, message_digest, unwrap
+
+_INFLIGHT, _LOST, _ACKED, _DONE = range(4)
+_U32 = 0xFFFFFFFF
+
+
+class _TxMessage:
+    __slots__ = ("msg_id", "data", "length", "digest", "next_offset", "all_sent", "unacked")
+
+    def __init__(self, msg_id: int, data: memoryview) -> None:
+        self.msg_id = msg_id
+        self.data = data
+        self.length = len(data)
+        self.digest = message_digest(data)
+        self.next_offset = 0
+        self.all_sent = False
+        self.unacked = 0
+
+
+class _TxPacket:
+    """One transmission of one PSN."""
+
+    __slots__ = ("psn", "msg", "offset", "length", "flags", "tries", "ev", "sent_at", "ts", "xseq", "state")
+
+    def __init__(self, psn: int, msg: _TxMessage, offset: int, length: int, flags: int, tries: int) -> None:
+        self.psn = psn
+        self.msg = msg
+        self.offset = offset
+        self.length = length
+        self.flags = flags
+        self.tries = tries
+        self.ev: Ev | None = None
+        self.sent_at = 0.0
+        self.ts = 0
+        self.xseq = 0
+        self.state = _INFLIGHT
+
+
+class Sender:
+    def __init__(self, conn_id: int, config: TransportConfig, evs: EvSet, events: list, counters) -> None:
+        self._conn_id = conn_id
+        self._cfg = config
+        self._evs = evs
+        self._events = events
+        self._counters = counters
+        self.rtt = RttEstimator()
+        self.cc = WindowCC(config.mss, config.cc_init_window, config.cc_max_window, config.cc_target_delay,
+                           config.cc_ai, config.cc_fi, config.cc_md, config.cc_trim_md)
+        self.failed = False
+        self.inflight = 0  # wire bytes of transmissions neither acknowledged nor known lost
+        self._messages: dict[int, _TxMessage] = {}
+        self._queue: deque[_TxMessage] = deque()  # messages with bytes not yet packetized
+        self._pkts: dict[int, _TxPacket] = {}  # PSN -> latest transmission, until acknowledged
+        self._order: deque[_TxPacket] = deque()  # transmissions in send order (stale ones dropped lazily)
+        self._retx: deque[_TxPacket] = deque()
+        self._next_psn = 0
+        self._una = 0  # lowest unacknowledged PSN
+        self._acked = 0  # bit i: PSN una + i acknowledged
+        self._xseq = 0
+        self._rack_xseq = -1  # highest transmit sequence known delivered
+        self._rack_at: float | None = None
+        self._backoff = 1
+
+    # -- application side ------------------------------------------------------------------
+
+    def send_message(self, msg_id: int, data: bytes | bytearray | memoryview) -> None:
+        if self.failed:
+            raise RuntimeError("connection failed; it accepts no more messages")
+        if not 0 <= msg_id <= _U32:
+            raise ValueError(f"msg_id {msg_id} does not fit in 32 bits")
+        if msg_id in self._messages:
+            raise ValueError(f"message {msg_id} is still in flight")
+        view = memoryview(data).cast("B")
+        if len(view) > _U32:
+            raise ValueError(f"message of {len(view)} bytes does not fit a 32-bit length")
+        msg = _TxMessage(msg_id, view)
+        self._messages[msg_id] = msg
+        self._queue.append(msg)
+
+    @property
+    def busy(self) -> bool:
+        """Messages not yet fully acknowledged."""
+        return bool(self._messages)
+
+    # -- network side ------------------------------------------------------------------------
+
+    def on_sack(self, s: Sack, now: float) -> None:
+        una = self._una
+        span = self._next_psn - una  # PSNs a SACK may acknowledge; beyond that it is lying
+        cum = unwrap(s.cum_psn, una) - una
+        new = (1 << min(cum, span)) - 1 if cum > 0 else 0
+        shift = unwrap(s.sack_base, una) - una
+        if -SACK_BITS < shift < span:
+            new |= s.bitmap << shift if shift >= 0 else s.bitmap >> -shift
+        new &= ~self._acked & ((1 << span) - 1)
+        ts_echo = s.ts_echo
+        self.rtt.update(now - (ts_echo + s.ack_delay) * 1e-9)
+        acked_bytes = 0
+        if new:
+            pkts = self._pkts
+            rack_xseq = self._rack_xseq
+            bits = new
+            while bits:
+                low = bits & -bits
+                bits ^= low
+                p = pkts.pop(una + low.bit_length() - 1, None)
+                if p is None:
+                    continue
+                if p.state == _INFLIGHT:
+                    size = p.length + DATA_HEADER_LEN
+                    self.inflight -= size
+                    acked_bytes += size
+                    if p.xseq > rack_xseq and (p.tries == 0 or p.ts == ts_echo):
+                        rack_xseq = p.xseq
+                p.state = _ACKED
+                msg = p.msg
+                msg.unacked -= 1
+                if msg.all_sent and msg.unacked == 0 and self._messages.pop(msg.msg_id, None) is not None:
+                    self._counters.messages_completed += 1
+                    self._events.append(MessageCompleted(msg.msg_id))
+            self._rack_xseq = rack_xseq
+            acked = self._acked | new
+            run = (~acked & (acked + 1)).bit_length() - 1  # trailing ones: newly contiguous PSNs
+            self._acked = acked >> run
+            self._una = una + run
+            self._backoff = 1
+        e = self._evs.get(s.ev)
+        if e is not None:
+            self._evs.on_delivered(e, now)
+            if s.flags & ECN_ECHO:
+                self._evs.on_congestion(e)
+                self.cc.on_congestion(now, self.rtt)
+        if acked_bytes and self._cfg.cc:
+            self.cc.on_ack(acked_bytes, self.rtt, now)
+        self._detect_losses(now)
+
+    def on_nack(self, n: Nack, now: float) -> None:
+        self._counters.trimmed += 1
+        p = self._pkts.get(unwrap(n.psn, self._una))
+        if p is None or p.state != _INFLIGHT or p.ts != n.ts_echo:
+            return  # already acknowledged, already resent, or about an older transmission
+        p.state = _LOST
+        self.inflight -= p.length + DATA_HEADER_LEN
+        self._retx.appendleft(p)  # trimmed: the fast lane
+        e = self._evs.get(n.ev)
+        if e is not None:
+            self._evs.on_congestion(e)
+        if self._cfg.cc:
+            self.cc.on_congestion(now, self.rtt)
+
+    def on_probe_reply(self, r: ProbeReply, now: float) -> None:
+        self._counters.probe_replies += 1
+        e = self._evs.get(r.ev)
+        if e is not None:
+            self.rtt.update(now - r.ts * 1e-9)
+            self._evs.on_probe_reply(e, r.seq, now)
+
+    def on_timer(self, now: float) -> None:
+        if self._rack_at is not None and now >= self._rack_at:
+            self._detect_losses(now)
+        rto = self._rto()
+        order = self._order
+        fired = False
+        while order:
+            p = order[0]
+            if p.state != _INFLIGHT:
+                order.popleft()
+            elif p.sent_at + rto <= now:
+                order.popleft()
+                self._lose(p, now)
+                fired = True
+            else:
+                break
+        if fired:
+            self._counters.timeouts += 1
+            self._backoff *= 2
+
+    def next_timer(self) -> float | None:
+        order = self._order
+        while order and order[0].state != _INFLIGHT:
+            order.popleft()
+        times = [t for t in (self._rack_at, self._evs.next_probe_at()) if t is not None]
+        if order:
+            times.append(order[0].sent_at + self._rto())
+        return min(times, default=None)
+
+    def emit(self, now: float, out: list) -> None:
+        """Append the probes that are due and the data packets the window allows to ``out``."""
+        if self.failed:
+            return
+        ts = int(now * 1e9)
+        conn_id = self._conn_id
+        counters = self._counters
+        for e in self._evs.probes_due(now):
+            out.append((e.ev, encode_probe(conn_id, e.ev, e.probe_seq, ts)))
+            e.probe_seq += 1
+            counters.probes += 1
+        window = self.cc.cwnd if self._cfg.cc else self._cfg.cc_max_window
+        mss = self._cfg.mss
+        evs = self._evs
+        while self.inflight < window:
+            if self._retx:
+                old = self._retx.popleft()
+                if old.state != _LOST:
+                    continue
+                if old.tries >= self._cfg.max_retransmits:
+                    self._fail(now)
+                    return
+                e = evs.next_ev(avoid=old.ev)
+                if e is None:
+                    self._retx.appendleft(old)
+                    return
+                old.state = _DONE
+                p = _TxPacket(old.psn, old.msg, old.offset, old.length, old.flags | RETX, old.tries + 1)
+                counters.retransmitted += 1
+            elif self._queue:
+                e = evs.next_ev()
+                if e is None:
+                    return
+                msg = self._queue[0]
+                offset = msg.next_offset
+                length = min(mss, msg.length - offset)
+                msg.next_offset = offset + length
+                flags = 0
+                if msg.next_offset >= msg.length:
+                    msg.all_sent = True
+                    flags = LAST
+                    self._queue.popleft()
+                msg.unacked += 1
+                p = _TxPacket(self._next_psn, msg, offset, length, flags, 0)
+                self._next_psn += 1
+            else:
+                return
+            msg = p.msg
+            buf = bytearray(DATA_HEADER_LEN + p.length)
+            encode_data_into(buf, p.flags, conn_id, p.psn, msg.msg_id, msg.length, p.offset, e.ev, ts, msg.digest,
+                             msg.data[p.offset:p.offset + p.length])
+            p.ev = e
+            p.sent_at = now
+            p.ts = ts
+            p.xseq = self._xseq
+            self._xseq += 1
+            self._pkts[p.psn] = p
+            self._order.append(p)
+            self.inflight += len(buf)
+            e.last_send = now
+            counters.data_sent += 1
+            counters.bytes_sent += p.length
+            out.append((e.ev, buf))
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _rto(self) -> float:
+        return min(self._cfg.rto_max, self.rtt.rto(self._cfg.rto_min, self._cfg.rto_initial) * self._backoff)
+
+    def _detect_losses(self, now: float) -> None:
+        """RACK: lose what was sent before a delivered packet and is overdue by ``rtt + reorder window``."""
+        self._rack_at = None
+        order = self._order
+        if not order:
+            return
+        rtt = self.rtt
+        slack = rtt.latest + max(self._cfg.reorder_window, rtt.min_rtt / 4 if rtt.srtt is not None else 0.0)
+        rack_xseq = self._rack_xseq
+        while order:
+            p = order[0]
+            if p.state != _INFLIGHT:
+                order.popleft()
+                continue
+            if p.xseq >= rack_xseq:
+                return
+            due = p.sent_at + slack
+            if now < due:
+                self._rack_at = due
+                return
+            order.popleft()
+            self._lose(p, now)
+
+    def _lose(self, p: _TxPacket, now: float) -> None:
+        p.state = _LOST
+        self.inflight -= p.length + DATA_HEADER_LEN
+        self._retx.append(p)
+        self._counters.lost += 1
+        self._evs.on_loss(p.ev, now)
+
+    def _fail(self, now: float) -> None:
+        """Retries exhausted (as RC's retry_cnt): the connection fails with every message it holds."""
+        self.failed = True
+        for msg_id in self._messages:
+            self._events.append(MessageFailed(msg_id, "retries_exhausted"))
+        self._counters.messages_failed += len(self._messages)
+        self._messages.clear()
+        self._queue.clear()
+        self._pkts.clear()
+        self._order.clear()
+        self._retx.clear()
+        self.inflight = 0
+        self._rack_at = None
