@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -95,6 +96,67 @@ def topo_show(file: str, as_json: bool) -> None:
                        ("example path", f"h0 -> {t.host_names[-1]} via p0s0: {doc['example_path']['address']}")):
         table.add_row(key, str(value))
     out.print(table)
+
+
+@cli.command()
+@click.argument("scenario")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Results directory "
+              "(default results/<name>-<UTC timestamp>/).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario key by dotted path.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results document only.")
+def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
+    """Run a scenario with a live progress view; write its results directory."""
+    from . import runner
+    from .spec import scenario as scenario_mod
+
+    spec = scenario_mod.load(scenario, list(overrides))
+    require_environment()
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target = Path(out_dir) if out_dir else Path("results") / f"{spec.name}-{stamp}"
+    if target.exists() and any(target.iterdir()):
+        raise UsageError(f"--out {target}: directory exists and is not empty")
+    doc = runner.run_scenario(spec, target, console=None if as_json else err)
+    if as_json:
+        emit_json({**doc, "dir": str(target)})
+    else:
+        print_summary(doc, target)
+    if not all(c["ok"] for c in doc["expectations"]):
+        sys.exit(1)
+
+
+def print_summary(doc: dict, target: Path) -> None:
+    s = doc["summary"]
+    table = Table(title=f"{doc['scenario']['name']}: {doc['transport']} over {doc['routing']} "
+                        f"on {doc['topology']['name']}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    st = s["step_time_s"]
+    rows = [("steps", f"{len(doc['steps'])}"),
+            ("step time p50 / p99 / p100", f"{st['p50'] * 1e3:.1f} / {st['p99'] * 1e3:.1f} / {st['p100'] * 1e3:.1f} ms"),
+            ("p100 / p50", f"{st['p100'] / st['p50']:.2f}" if st["p50"] else "-"),
+            ("goodput", f"{s['goodput_bps'] / 1e6:.1f} Mbit/s ({s['goodput_fraction'] * 100:.0f}% of ideal)"),
+            ("messages sent / completed / failed", "{sent} / {completed} / {failed}".format(**s["messages"])),
+            ("bytes delivered / verified", "{delivered} / {verified}".format(**s["bytes"])),
+            ("packets data / retx / trimmed / timeouts", "{data_sent} / {retransmitted} / {trimmed} / {timeouts}"
+             .format(**s["packets"])),
+            ("base RTT", f"{s['base_rtt_s'] * 1e6:.0f} us" if s.get("base_rtt_s") else "-"),
+            ("flow-mods after boot", str(doc["controller"]["flow_mods_after_boot"]))]
+    rows += [(f"avoid_s {e['action']} {e['target']} @{e['t_s']:.2f}s",
+              "-" if e["avoid_s"] is None else f"{e['avoid_s'] * 1e3:.1f} ms")
+             for e in doc["events"] if "avoid_s" in e]
+    fid = doc["fidelity"]
+    rows.append(("fidelity", ("[green]ok[/] " if fid["ok"] else "[red bold]NOT OK[/] ") + "; ".join(fid["notes"])))
+    for name, value in rows:
+        table.add_row(name, value)
+    out.print(table)
+    checks = Table(title="expectations")
+    for column in ("check", "expected", "actual", ""):
+        checks.add_column(column)
+    for c in doc["expectations"]:
+        checks.add_row(c["name"], str(c["expected"]), str(c["actual"]), "[green]ok[/]" if c["ok"] else "[red]FAILED[/]")
+    if doc["expectations"]:
+        out.print(checks)
+    out.print(f"results in {target}/")
 
 
 @cli.command()

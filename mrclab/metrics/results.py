@@ -1,0 +1,60 @@
+"""results.json (schema mrclab.results/v1, SPEC.md), steps.csv and events.csv from a run's raw record."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+SCHEMA = "mrclab.results/v1"
+PACKET_KEYS = ("data_sent", "retransmitted", "trimmed", "timeouts", "nacks", "probes")
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default), so p100 is the max."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100.0
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def summary(outcome, agent_stats: dict[str, dict]) -> dict:
+    durations = [s["duration_s"] for s in outcome.steps]
+    wall = max(outcome.t_end - outcome.t0, 1e-9)
+    delivered = sum(b for _, b, _ in outcome.delivered.values())
+    verified = sum(b for _, b, ok in outcome.delivered.values() if ok)
+    ideal = sum(outcome.ideal_s[:len(outcome.steps)])
+    unfinished = [k for k in outcome.posted if k not in outcome.failed
+                  and not (k in outcome.delivered and k in outcome.completed)]
+    counters = [s.get("counters", {}) for s in agent_stats.values()]
+    rtts = sorted(s["base_rtt_s"] for s in agent_stats.values() if s.get("base_rtt_s"))
+    return {
+        "step_time_s": {"p50": round(percentile(durations, 50), 6), "p99": round(percentile(durations, 99), 6),
+                        "p100": round(max(durations, default=0.0), 6),
+                        "mean": round(sum(durations) / len(durations), 6) if durations else 0.0},
+        "goodput_bps": round(delivered * 8 / wall, 1),
+        "goodput_fraction": round(ideal / wall, 4) if outcome.steps else 0.0,
+        "ideal_time_s": round(ideal, 6),
+        "workload_time_s": round(wall, 6),
+        "base_rtt_s": rtts[len(rtts) // 2] if rtts else None,
+        "messages": {"sent": len(outcome.posted), "completed": sum(1 for k in outcome.posted if k in outcome.completed
+                                                                    and k in outcome.delivered and k not in outcome.failed),
+                     "failed": len(outcome.failed) + len(unfinished)},
+        "bytes": {"sent": sum(outcome.posted.values()), "delivered": delivered, "verified": verified},
+        "packets": {k: sum(c.get(k, 0) for c in counters) for k in PACKET_KEYS},
+    }
+
+
+def write(out_dir: Path, doc: dict) -> None:
+    (out_dir / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
+    with open(out_dir / "steps.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["index", "start_s", "duration_s"])
+        writer.writerows([s["index"], s["start_s"], s["duration_s"]] for s in doc["steps"])
+    with open(out_dir / "events.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["t_s", "action", "target", "rate", "avoid_s"])
+        writer.writerows([e["t_s"], e["action"], e["target"], e.get("rate", ""), e.get("avoid_s", "")]
+                         for e in doc["events"])

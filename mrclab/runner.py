@@ -1,0 +1,287 @@
+"""One scenario end to end: fabric -> controller -> agents -> workload (with its fault timeline) -> metrics.
+
+Everything the run creates is recorded in a RunState first and torn down on every
+way out: success, failure, Ctrl-C and SIGTERM (turned into an exception here so the
+`finally` blocks run). Results are written even when the run fails or hits its
+duration limit, so a researcher can see how far it got.
+"""
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import signal
+import statistics
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import timeline
+from .agents import Agents
+from .metrics import avoid, expectations, results
+from .metrics.fidelity import CpuSampler
+from .runstate import RunState
+from .spec import Scenario
+from .workload import ideal_step_seconds, step_transfers
+
+log = logging.getLogger("mrclab.runner")
+
+
+class Terminated(BaseException):
+    """SIGTERM/SIGHUP: unwind like Ctrl-C so every teardown runs."""
+
+
+@contextmanager
+def terminate_as_exception():
+    def handler(signum, frame):
+        raise Terminated(signal.Signals(signum).name)
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def conn_id(src: int, dst: int) -> int:
+    return (src << 16) | dst
+
+
+@dataclass
+class Progress:
+    """What the live view shows; the runner updates it, `view` renders it."""
+
+    steps_total: int
+    step: int = 0
+    step_started: float = 0.0
+    last_step_s: float | None = None
+    delivered_bytes: int = 0
+    active_faults: dict = field(default_factory=dict)
+    failed: int = 0
+
+
+@dataclass
+class Outcome:
+    """The raw record of an executed workload, turned into results.json by metrics.results."""
+
+    t0: float = 0.0
+    t_end: float = 0.0
+    steps: list = field(default_factory=list)
+    ideal_s: list = field(default_factory=list)
+    posted: dict = field(default_factory=dict)        # (conn, msg) -> size
+    delivered: dict = field(default_factory=dict)     # (conn, msg) -> (t, bytes, verified)
+    completed: set = field(default_factory=set)
+    failed: dict = field(default_factory=dict)        # (conn, msg) -> reason
+    fired: list = field(default_factory=list)         # [{t_s, action, target, event_index, ...}]
+    ev_changes: list = field(default_factory=list)    # [{t_s, host, peer, ev, old, new}]
+    aborted: str | None = None
+
+
+class Execution:
+    """The step loop: post a step's transfers, wait for its last byte, apply faults as their time comes."""
+
+    def __init__(self, scenario: Scenario, fabric, agents: Agents, on_progress=lambda p: None):
+        self.s, self.fabric, self.agents, self.on_progress = scenario, fabric, agents, on_progress
+        self.topo = scenario.topology
+        self.outcome = Outcome()
+        self.progress = Progress(scenario.workload.steps)
+        self.queue: list[timeline.Action] = []
+        self.open_faults: dict[str, dict] = {}   # target -> fired record awaiting its avoid_s snapshot
+
+    def run(self) -> Outcome:
+        o, s = self.outcome, self.s
+        o.t0 = time.monotonic()
+        deadline = o.t0 + s.duration_limit_s
+        self.queue = list(timeline.timed_actions(s.events))
+        heapq.heapify(self.queue)
+        for step in range(s.workload.steps):
+            for action in timeline.step_actions(s.events, step, time.monotonic() - o.t0):
+                heapq.heappush(self.queue, action)
+            self._fire_due()
+            if not self._run_step(step, deadline):
+                break
+        o.t_end = time.monotonic()
+        self._snapshot_open_faults()
+        return o
+
+    def _run_step(self, step: int, deadline: float) -> bool:
+        o, p = self.outcome, self.progress
+        transfers = step_transfers(self.s.workload, step, self.s.seed)
+        o.ideal_s.append(ideal_step_seconds(transfers, self.topo))
+        keys = set()
+        start = time.monotonic()
+        p.step, p.step_started = step, start
+        for t in transfers:
+            src, dst = self.topo.host_index(t.src), self.topo.host_index(t.dst)
+            key = (conn_id(src, dst), step)
+            keys.add(key)
+            o.posted[key] = t.size
+            self.agents.post(t.src, conn=key[0], peer=dst, msg=step, size=t.size)
+        while not all(self._settled(k) for k in keys):
+            now = time.monotonic()
+            if now >= deadline:
+                o.aborted = f"duration_limit of {self.s.duration_limit_s:g}s reached in step {step}"
+                return False
+            next_action = self.queue[0].t_s + o.t0 if self.queue else deadline
+            self.agents.poll(max(0.0, min(next_action, deadline, now + 0.2) - now))
+            self._drain_events()
+            self._fire_due()
+            self.on_progress(p)
+        last = max((o.delivered[k][0] for k in keys if k in o.delivered), default=time.monotonic())
+        o.steps.append({"index": step, "start_s": round(start - o.t0, 6), "duration_s": round(last - start, 6)})
+        p.last_step_s = last - start
+        return True
+
+    def _settled(self, key) -> bool:
+        o = self.outcome
+        return key in o.failed or (key in o.completed and key in o.delivered)
+
+    def _drain_events(self) -> None:
+        o, p = self.outcome, self.progress
+        while self.agents.events:
+            e = self.agents.events.popleft()
+            kind = e.get("event")
+            if kind in ("delivered", "completed", "failed"):
+                key = (e["conn"], e["msg"])
+            if kind == "delivered":
+                o.delivered[key] = (e["t"], e["bytes"], e["verified"])
+                p.delivered_bytes += e["bytes"]
+                if not e["verified"]:
+                    o.failed[key] = "bytes did not match what was sent"
+            elif kind == "completed":
+                o.completed.add(key)
+            elif kind == "failed":
+                o.failed[key] = e.get("reason", "failed")
+            elif kind == "ev_state":
+                o.ev_changes.append({"t_s": round(e["t"] - o.t0, 6), "host": e["host"], "peer": e.get("peer"),
+                                     "ev": e["ev"], "old": e["old"], "new": e["new"]})
+        p.failed = len(o.failed)
+
+    def _fire_due(self) -> None:
+        o = self.outcome
+        while self.queue and self.queue[0].t_s <= time.monotonic() - o.t0:
+            action = heapq.heappop(self.queue)
+            opened = self.open_faults.get(action.target)
+            if opened is not None and timeline.CLEARS.get(opened["action"]) == action.action:
+                self._snapshot(opened)
+                del self.open_faults[action.target]
+            t = time.monotonic()
+            self.fabric.apply(action.action, action.target, rate=action.rate)
+            record = {"t_s": round(t - o.t0, 6), "action": action.action, "target": action.target,
+                      "event_index": action.event_index}
+            if action.rate is not None:
+                record["rate"] = action.rate
+            o.fired.append(record)
+            event = self.s.events[action.event_index]
+            if action.action in timeline.CLEARS and event.action == action.action:
+                record["_t_mono"] = t
+                self.open_faults[action.target] = record
+            self._track_active(action)
+
+    def _track_active(self, action: timeline.Action) -> None:
+        active = self.progress.active_faults
+        if action.action in ("link_up", "switch_up", "restore") or (action.action == "loss" and not action.rate):
+            active.pop(action.target, None)
+        else:
+            active[action.target] = action.action
+
+    def _snapshot(self, record: dict) -> None:
+        """avoid_s of a fault that is about to be cleared (or still open at the end)."""
+        stats = self.agents.call_all("stats")
+        last_send = {self.topo.host_index(host): {int(peer): {int(ev): t for ev, t in evs.items()}
+                                                  for peer, evs in reply.get("last_send", {}).items()}
+                     for host, reply in stats.items()}
+        value = avoid.avoid_seconds(self.topo, record["target"], record.pop("_t_mono"), last_send)
+        record["avoid_s"] = None if value is None else round(value, 6)
+
+    def _snapshot_open_faults(self) -> None:
+        for record in self.open_faults.values():
+            self._snapshot(record)
+        self.open_faults.clear()
+
+
+def _view(p: Progress, scenario: Scenario):
+    from rich.table import Table
+    table = Table(title=f"mrclab run {scenario.name}  ({scenario.transport}, {scenario.routing})", expand=False)
+    for column in ("step", "this step", "last step", "delivered", "failed", "active faults"):
+        table.add_column(column)
+    now = time.monotonic()
+    table.add_row(f"{p.step + 1}/{p.steps_total}", f"{(now - p.step_started) * 1000:.0f} ms",
+                  "-" if p.last_step_s is None else f"{p.last_step_s * 1000:.0f} ms",
+                  f"{p.delivered_bytes / 2**20:.1f} MiB", str(p.failed),
+                  ", ".join(f"{a} {t}" for t, a in p.active_faults.items()) or "none")
+    return table
+
+
+def _logger(path: Path) -> logging.Handler:
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    logging.getLogger("mrclab").addHandler(handler)
+    logging.getLogger("mrclab").setLevel(logging.INFO)
+    return handler
+
+
+def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
+    """Run it, write DIR, return the results document. `console` (stderr) gets the live view."""
+    from rich.live import Live
+
+    from .fabric.net import Fabric
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "scenario.yaml").write_text(scenario.to_yaml())
+    handler = _logger(out_dir / "runner.log")
+    started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    state = RunState.create(f"run {scenario.name}")
+    agents = Agents()
+    log.info("run %s: scenario %s, out %s", state.run_id, scenario.source, out_dir)
+    try:
+        with terminate_as_exception(), Fabric(scenario.topology, state, out_dir, routing=scenario.routing,
+                                              convergence_delay=scenario.convergence_delay_s) as fabric:
+            try:
+                agents.start(scenario, {h: fabric.host(h) for h in scenario.workload.hosts}, state, out_dir)
+                execution = Execution(scenario, fabric, agents)
+                sampler = CpuSampler({**agents.pids(), **fabric.packet_pids()})
+                sampler.start()
+                if console is not None:
+                    with Live(console=console, refresh_per_second=4, transient=True,
+                              get_renderable=lambda: _view(execution.progress, scenario)):
+                        outcome = execution.run()
+                else:
+                    outcome = execution.run()
+                fidelity = sampler.stop()
+                doc = _document(scenario, started_at, outcome, agents.call_all("stats"), fabric, fidelity)
+            finally:
+                agents.stop()
+    finally:
+        state.teardown()
+        logging.getLogger("mrclab").removeHandler(handler)
+        handler.close()
+    results.write(out_dir, doc)
+    return doc
+
+
+def _document(scenario: Scenario, started_at: str, outcome: Outcome, agent_stats: dict, fabric, fidelity: dict) -> dict:
+    topo = scenario.topology
+    events = [{k: v for k, v in record.items() if not k.startswith("_")} for record in outcome.fired]
+    doc = {
+        "schema": results.SCHEMA,
+        "scenario": {"name": scenario.name, "file": scenario.source},
+        "topology": {"name": topo.name, "planes": topo.planes, "leaves": topo.leaves, "spines": topo.spines,
+                     "hosts": topo.hosts},
+        "transport": scenario.transport, "routing": scenario.routing, "seed": scenario.seed,
+        "started_at": started_at, "duration_s": round(outcome.t_end - outcome.t0, 6),
+        "steps": outcome.steps,
+        "summary": results.summary(outcome, agent_stats),
+        "events": events,
+        "ev_changes": outcome.ev_changes,
+        "links": fabric.link_counters(),
+        "controller": fabric.controller_stats(),
+        "fidelity": fidelity,
+    }
+    checks = expectations.evaluate(scenario.expect, doc)
+    if outcome.aborted:
+        checks.insert(0, {"name": "duration_limit", "expected": scenario.duration_limit_s,
+                          "actual": outcome.aborted, "ok": False})
+    doc["expectations"] = checks
+    return doc
