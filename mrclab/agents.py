@@ -35,6 +35,7 @@ class AgentLink:
     buffer: bytearray = field(default_factory=bytearray)
     replies: dict = field(default_factory=dict)
     unawaited: set = field(default_factory=set)
+    sampling: dict = field(default_factory=dict)   # request id -> sample round
     next_id: int = 1
 
     def send(self, op: str, **fields) -> int:
@@ -50,6 +51,7 @@ class Agents:
     def __init__(self):
         self.links: dict[str, AgentLink] = {}
         self.events: deque = deque()
+        self.samples: dict[int, dict[str, dict]] = {}   # round -> host -> stats reply
         self.selector = selectors.DefaultSelector()
 
     def start(self, scenario: Scenario, hosts: dict, state: RunState, log_dir: Path, timeout: float = 20.0) -> None:
@@ -85,6 +87,12 @@ class Agents:
         """Fire a request whose reply the runner does not wait for (errors still surface in poll)."""
         link = self.links[host]
         link.unawaited.add(link.send("post", **fields))
+
+    def sample(self, round_no: int) -> None:
+        """Ask every agent for its stats without waiting; replies land in `samples[round_no]`."""
+        self.samples[round_no] = {}
+        for link in self.links.values():
+            link.sampling[link.send("stats")] = round_no
 
     def call(self, host: str, op: str, timeout: float = 10.0, **fields) -> dict:
         link = self.links[host]
@@ -123,7 +131,9 @@ class Agents:
                 message = json.loads(link.buffer[:newline])
                 del link.buffer[:newline + 1]
                 if "id" in message:
-                    if message["id"] in link.unawaited:
+                    if message["id"] in link.sampling:
+                        self.samples[link.sampling.pop(message["id"])][link.host] = message
+                    elif message["id"] in link.unawaited:
                         link.unawaited.discard(message["id"])
                         if not message.get("ok"):
                             raise AgentError(f"agent {link.host}: {message.get('error')}")

@@ -70,19 +70,24 @@ class Outcome:
     steps: list = field(default_factory=list)
     ideal_s: list = field(default_factory=list)
     posted: dict = field(default_factory=dict)        # (conn, msg) -> size
+    posted_at: dict = field(default_factory=dict)     # (conn, msg) -> monotonic time
     delivered: dict = field(default_factory=dict)     # (conn, msg) -> (t, bytes, verified)
     completed: set = field(default_factory=set)
     failed: dict = field(default_factory=dict)        # (conn, msg) -> reason
     fired: list = field(default_factory=list)         # [{t_s, action, target, event_index, ...}]
     ev_changes: list = field(default_factory=list)    # [{t_s, host, peer, ev, old, new}]
+    sample_times: dict = field(default_factory=dict)  # round -> t_s
     aborted: str | None = None
+
+
+SAMPLE_INTERVAL_S = 0.25
 
 
 class Execution:
     """The step loop: post a step's transfers, wait for its last byte, apply faults as their time comes."""
 
-    def __init__(self, scenario: Scenario, fabric, agents: Agents, on_progress=lambda p: None):
-        self.s, self.fabric, self.agents, self.on_progress = scenario, fabric, agents, on_progress
+    def __init__(self, scenario: Scenario, fabric, agents: Agents):
+        self.s, self.fabric, self.agents = scenario, fabric, agents
         self.topo = scenario.topology
         self.outcome = Outcome()
         self.progress = Progress(scenario.workload.steps)
@@ -117,6 +122,7 @@ class Execution:
             key = (conn_id(src, dst), step)
             keys.add(key)
             o.posted[key] = t.size
+            o.posted_at[key] = start
             self.agents.post(t.src, conn=key[0], peer=dst, msg=step, size=t.size)
         while not all(self._settled(k) for k in keys):
             now = time.monotonic()
@@ -127,11 +133,20 @@ class Execution:
             self.agents.poll(max(0.0, min(next_action, deadline, now + 0.2) - now))
             self._drain_events()
             self._fire_due()
-            self.on_progress(p)
+            self._sample_due()
         last = max((o.delivered[k][0] for k in keys if k in o.delivered), default=time.monotonic())
         o.steps.append({"index": step, "start_s": round(start - o.t0, 6), "duration_s": round(last - start, 6)})
         p.last_step_s = last - start
         return True
+
+    def _sample_due(self) -> None:
+        o = self.outcome
+        now = time.monotonic() - o.t0
+        last = max(o.sample_times.values(), default=-SAMPLE_INTERVAL_S)
+        if now - last >= SAMPLE_INTERVAL_S:
+            round_no = len(o.sample_times)
+            o.sample_times[round_no] = round(now, 6)
+            self.agents.sample(round_no)
 
     def _settled(self, key) -> bool:
         o = self.outcome
@@ -250,7 +265,8 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
                 else:
                     outcome = execution.run()
                 fidelity = sampler.stop()
-                doc = _document(scenario, started_at, outcome, agents.call_all("stats"), fabric, fidelity)
+                doc = _document(scenario, started_at, outcome, agents.call_all("stats"), agents.samples,
+                                fabric, fidelity)
             finally:
                 agents.stop()
     finally:
@@ -258,10 +274,23 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
         logging.getLogger("mrclab").removeHandler(handler)
         handler.close()
     results.write(out_dir, doc)
+    results.write_messages(out_dir, _message_rows(outcome))
     return doc
 
 
-def _document(scenario: Scenario, started_at: str, outcome: Outcome, agent_stats: dict, fabric, fidelity: dict) -> dict:
+def _message_rows(o: Outcome) -> list[list]:
+    rows = []
+    for key, size in o.posted.items():
+        conn, msg = key
+        delivered = o.delivered.get(key)
+        status = "failed" if key in o.failed else ("completed" if delivered and key in o.completed else "unfinished")
+        rows.append([msg, f"h{conn >> 16}", f"h{conn & 0xFFFF}", size, round(o.posted_at[key] - o.t0, 6),
+                     round(delivered[0] - o.t0, 6) if delivered else "", status])
+    return rows
+
+
+def _document(scenario: Scenario, started_at: str, outcome: Outcome, agent_stats: dict, agents_samples: dict,
+              fabric, fidelity: dict) -> dict:
     topo = scenario.topology
     events = [{k: v for k, v in record.items() if not k.startswith("_")} for record in outcome.fired]
     doc = {
@@ -275,6 +304,7 @@ def _document(scenario: Scenario, started_at: str, outcome: Outcome, agent_stats
         "summary": results.summary(outcome, agent_stats),
         "events": events,
         "ev_changes": outcome.ev_changes,
+        "series": results.series(outcome.sample_times, agents_samples),
         "links": fabric.link_counters(),
         "controller": fabric.controller_stats(),
         "fidelity": fidelity,

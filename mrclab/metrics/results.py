@@ -47,6 +47,23 @@ def summary(outcome, agent_stats: dict[str, dict]) -> dict:
     }
 
 
+def series(sample_times: dict[int, float], samples: dict[int, dict[str, dict]]) -> list[dict]:
+    """Counters and EV states summed over agents, one row per complete sampling round."""
+    rows = []
+    for round_no, t in sorted(sample_times.items()):
+        replies = samples.get(round_no, {})
+        if not replies:
+            continue
+        row = {"t_s": t, **{k: sum(r.get("counters", {}).get(k, 0) for r in replies.values()) for k in PACKET_KEYS}}
+        states: dict[str, int] = {}
+        for r in replies.values():
+            for state, n in r.get("ev_states", {}).items():
+                states[state] = states.get(state, 0) + n
+        row["ev_states"] = states
+        rows.append(row)
+    return rows
+
+
 def write(out_dir: Path, doc: dict) -> None:
     (out_dir / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
     with open(out_dir / "steps.csv", "w", newline="") as f:
@@ -58,3 +75,11 @@ def write(out_dir: Path, doc: dict) -> None:
         writer.writerow(["t_s", "action", "target", "rate", "avoid_s"])
         writer.writerows([e["t_s"], e["action"], e["target"], e.get("rate", ""), e.get("avoid_s", "")]
                          for e in doc["events"])
+
+
+def write_messages(out_dir: Path, rows: list[list]) -> None:
+    """messages.csv: one row per posted message, for completion-time distributions."""
+    with open(out_dir / "messages.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["step", "src", "dst", "bytes", "posted_s", "delivered_s", "status"])
+        writer.writerows(rows)
