@@ -45,6 +45,7 @@ class RunState:
     interfaces: list[str] = field(default_factory=list)
     namespaces: list[str] = field(default_factory=list)
     processes: list[list] = field(default_factory=list)  # [pid, start_time, label]
+    mounts: list[str] = field(default_factory=list)  # bpffs instances holding this run's pinned eBPF objects
 
     @property
     def prefix(self) -> str:
@@ -93,6 +94,26 @@ class RunState:
         self.processes.append([pid, proc_start_time(pid), label])
         self.save()
 
+    def add_mount(self, path: str) -> None:
+        if self.run_id not in Path(path).name:
+            raise ValueError(f"mount point {path!r} does not carry this run's id {self.run_id!r}")
+        if path not in self.mounts:
+            self.mounts.append(path)
+            self.save()
+
+    def release_mount(self, path: str) -> None:
+        """Unmount (which drops everything pinned in it), remove the mount point, forget it."""
+        if os.path.ismount(path):
+            subprocess.run(["umount", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
+        if path in self.mounts:
+            self.mounts.remove(path)
+            if self.path.exists():
+                self.save()
+
     def _add(self, bucket: list[str], name: str) -> None:
         if not name.startswith(self.prefix):
             raise ValueError(f"{name!r} does not carry this run's prefix {self.prefix!r}")
@@ -125,6 +146,9 @@ class RunState:
                 subprocess.run(["ip", "netns", "del", ns], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 removed.append(f"namespace {ns}")
         shutil.rmtree(STATE_DIR / self.run_id, ignore_errors=True)
+        for mount in list(self.mounts):
+            self.release_mount(mount)
+            removed.append(f"mount {mount}")
         self.path.unlink(missing_ok=True)
         return removed
 

@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: GPL-2.0
+// Switch-port egress for mrclab: a virtual queue draining at the port rate, MRC packet
+// trimming when it would overflow, and loss / blackhole faults. One program serves every
+// port of a run; the port id arrives in skb->tc_classid, which cls_bpf sets to the minor
+// of the filter's `classid` before running the program. Python (mrclab/fabric/egress.py)
+// writes `cfg` and reads `stats`; the layouts of the structs below are mirrored there.
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ipv6.h>
+#include <linux/pkt_cls.h>
+#include <linux/udp.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#define MAX_PORTS 4096
+#define MRC_UDP_PORT 4793
+#define MRC_VERSION 1
+#define MRC_DATA 1
+#define MRC_TRIMMED 0x0001
+#define MRC_DATA_HEADER_LEN 48
+#define L4_OFF (ETH_HLEN + sizeof(struct ipv6hdr))
+#define MRC_OFF (L4_OFF + sizeof(struct udphdr))
+#define TRIMMED_LEN (MRC_OFF + MRC_DATA_HEADER_LEN)
+#define CSUM_OFF (L4_OFF + offsetof(struct udphdr, check))
+#define NSEC_PER_SEC 1000000000ULL
+#define PRIO_TRIMMED 0x10010  // HTB class 1:10, strict priority
+#define PRIO_BULK 0x10020     // HTB class 1:20
+
+struct port_cfg {
+	__u64 rate_bytes_per_s;  // drain rate of the virtual queue
+	__u64 loss_threshold;    // drop when bpf_get_prandom_u32() < this (p * 2^32)
+	__u32 queue_bytes;
+	__u8 trim;
+	__u8 blackhole;
+	__u8 pad[2];
+};
+
+struct port_queue {
+	struct bpf_spin_lock lock;
+	__u32 pad;
+	__u64 backlog;  // bytes
+	__u64 last_ns;
+};
+
+struct port_stats {
+	__u64 tx_packets, tx_bytes, drops, trims, loss_drops, blackhole_drops;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_PORTS);
+	__type(key, __u32);
+	__type(value, struct port_cfg);
+} cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_PORTS);
+	__type(key, __u32);
+	__type(value, struct port_queue);
+} queue SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_PORTS);
+	__type(key, __u32);
+	__type(value, struct port_stats);
+} stats SEC(".maps");
+
+enum verdict { PASS, TRIM, DROP };
+
+// An MRC DATA packet with payload behind its header, over UDP/IPv6 without extension headers.
+static __always_inline int is_mrc_data(struct __sk_buff *skb)
+{
+	struct {
+		struct ethhdr eth;
+		struct ipv6hdr ip6;
+		struct udphdr udp;
+		__u8 version, type;
+	} __attribute__((packed)) h;
+
+	if (skb->protocol != bpf_htons(ETH_P_IPV6) || skb->len <= TRIMMED_LEN)
+		return 0;
+	if (bpf_skb_load_bytes(skb, 0, &h, sizeof(h)))
+		return 0;
+	return h.ip6.nexthdr == IPPROTO_UDP && h.udp.dest == bpf_htons(MRC_UDP_PORT) &&
+	       h.version == MRC_VERSION && h.type == MRC_DATA;
+}
+
+// Cut to the MRC header, set TRIMMED, fix both lengths and the UDP checksum. The checksum
+// is recomputed over the short packet and applied as a non-pseudo-header diff, which the
+// kernel applies only when the checksum is complete (CHECKSUM_NONE); a CHECKSUM_PARTIAL
+// packet (a local sender with TX offload) only needs the pseudo-header length update.
+static __always_inline int trim(struct __sk_buff *skb)
+{
+	struct {
+		struct in6_addr saddr, daddr;
+		__be32 len, nexthdr;
+		struct udphdr udp;
+		__u8 mrc[MRC_DATA_HEADER_LEN];
+	} c;  // the IPv6 pseudo-header, then the datagram as it will leave
+	__be16 old_len, new_len = bpf_htons(sizeof(struct udphdr) + MRC_DATA_HEADER_LEN);
+	__be16 old_check;
+	__s64 sum;
+
+	if (bpf_skb_load_bytes(skb, L4_OFF + offsetof(struct udphdr, len), &old_len, sizeof(old_len)))
+		return -1;
+	if (bpf_skb_change_tail(skb, TRIMMED_LEN, 0))
+		return -1;
+	if (bpf_skb_load_bytes(skb, ETH_HLEN + offsetof(struct ipv6hdr, saddr), &c.saddr, 32) ||
+	    bpf_skb_load_bytes(skb, L4_OFF, &c.udp, sizeof(c.udp) + MRC_DATA_HEADER_LEN))
+		return -1;
+	c.mrc[3] |= MRC_TRIMMED;  // flags are big-endian: the low byte is byte 3
+	c.udp.len = new_len;
+	if (bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct ipv6hdr, payload_len), &new_len, 2, 0) ||
+	    bpf_skb_store_bytes(skb, L4_OFF + offsetof(struct udphdr, len), &new_len, 2, 0) ||
+	    bpf_skb_store_bytes(skb, MRC_OFF + 3, &c.mrc[3], 1, 0))
+		return -1;
+	if (bpf_l4_csum_replace(skb, CSUM_OFF, old_len, new_len, BPF_F_PSEUDO_HDR | 2))
+		return -1;
+	if (bpf_skb_load_bytes(skb, CSUM_OFF, &old_check, 2))
+		return -1;
+	c.len = bpf_htonl(sizeof(struct udphdr) + MRC_DATA_HEADER_LEN);
+	c.nexthdr = bpf_htonl(IPPROTO_UDP);
+	c.udp.check = 0;
+	sum = bpf_csum_diff(0, 0, (__be32 *)&c, sizeof(c), 0);
+	if (sum < 0)
+		return -1;
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);  // folded sum; the checksum is its complement
+	// diff turning old_check into ~sum: csum_fold(diff + ~old_check) == ~sum
+	return bpf_l4_csum_replace(skb, CSUM_OFF, 0, (__u32)(__u16)old_check + (__u16)sum,
+				   BPF_F_MARK_MANGLED_0);
+}
+
+SEC("tc")
+int egress(struct __sk_buff *skb)
+{
+	__u32 port = skb->tc_classid, len = skb->len;
+	struct port_cfg *c = bpf_map_lookup_elem(&cfg, &port);
+	struct port_queue *q = bpf_map_lookup_elem(&queue, &port);
+	struct port_stats *s = bpf_map_lookup_elem(&stats, &port);
+	enum verdict v = DROP;
+	__u64 now, elapsed, drained;
+	int trimmable;
+
+	if (!c || !q || !s || !c->rate_bytes_per_s)
+		return TC_ACT_OK;  // not a configured port: leave it alone
+	if (c->blackhole) {
+		s->blackhole_drops++;
+		return TC_ACT_SHOT;
+	}
+	if (c->loss_threshold && bpf_get_prandom_u32() < c->loss_threshold) {
+		s->loss_drops++;
+		return TC_ACT_SHOT;
+	}
+	trimmable = c->trim && is_mrc_data(skb);
+	now = bpf_ktime_get_ns();
+
+	bpf_spin_lock(&q->lock);
+	elapsed = now > q->last_ns ? now - q->last_ns : 0;
+	if (elapsed > NSEC_PER_SEC)
+		elapsed = NSEC_PER_SEC;  // bounds the product; a queue drains in under a second
+	drained = elapsed * c->rate_bytes_per_s / NSEC_PER_SEC;
+	q->backlog = drained >= q->backlog ? 0 : q->backlog - drained;
+	if (now > q->last_ns)
+		q->last_ns = now;
+	if (q->backlog == 0 || q->backlog + len <= c->queue_bytes) {
+		q->backlog += len;
+		v = PASS;
+	} else if (trimmable && q->backlog + TRIMMED_LEN <= 2ULL * c->queue_bytes) {
+		q->backlog += TRIMMED_LEN;  // headers get a second queue's worth, then drop too
+		v = TRIM;
+	}
+	bpf_spin_unlock(&q->lock);
+
+	if (v == TRIM && trim(skb) == 0) {
+		skb->priority = PRIO_TRIMMED;
+		s->trims++;
+		s->tx_packets++;
+		s->tx_bytes += TRIMMED_LEN;
+		return TC_ACT_OK;
+	}
+	if (v != PASS) {
+		s->drops++;
+		return TC_ACT_SHOT;
+	}
+	skb->priority = PRIO_BULK;
+	s->tx_packets++;
+	s->tx_bytes += len;
+	return TC_ACT_OK;
+}
+
+char LICENSE[] SEC("license") = "GPL";
