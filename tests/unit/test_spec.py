@@ -169,3 +169,13 @@ def test_events_parse(tmp_path):
     assert switch.at_step == 2 and switch.at_s is None
     assert (flap.period_s, flap.until_s) == (0.2, 8.0)
     assert rate.rate == 20e6
+
+
+def test_shipped_scenarios_validate_and_round_trip():
+    paths = sorted(scenario_mod.SCENARIO_DIR.glob("*.yaml"))
+    assert {p.stem for p in paths} >= {"quickstart", "smoke", "link-failure", "switch-failure", "flap-storm",
+                                       "incast", "lossy-link"}
+    for path in paths:
+        s = scenario_mod.load(path)
+        assert s.name == path.stem
+        assert scenario_mod.from_mapping(s.to_dict(), "resolved").to_dict() == s.to_dict()
