@@ -1,0 +1,39 @@
+"""Controller process entry: ``python -m mrclab.controller --app static_srv6 --port P --layout F --stats F --log F``.
+
+os-ken 4.x has no osken-manager, so this sets os_ken's CONF (listening on 127.0.0.1
+only) and runs the app in-process; eventlet's monkey-patching stays in this process.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+
+APPS = {"static_srv6": "mrclab.controller.static_srv6"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m mrclab.controller")
+    parser.add_argument("--app", choices=sorted(APPS), default="static_srv6")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--layout", required=True)
+    parser.add_argument("--stats", required=True)
+    parser.add_argument("--log", required=True)
+    args = parser.parse_args()
+    logging.basicConfig(filename=args.log, level=logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+    from os_ken import cfg
+    from os_ken.base.app_manager import AppManager
+    from os_ken.controller import controller  # noqa: F401  registers the ofp_* options
+
+    from .base import OPTIONS
+    cfg.CONF.register_opts(OPTIONS)
+    cfg.CONF(args=[], project="os_ken")
+    for key, value in (("ofp_listen_host", "127.0.0.1"), ("ofp_tcp_listen_port", args.port),
+                       ("mrclab_layout", args.layout), ("mrclab_stats", args.stats)):
+        cfg.CONF.set_override(key, value)
+    AppManager.run_apps([APPS[args.app], "os_ken.controller.ofp_handler"])
+
+
+if __name__ == "__main__":
+    main()

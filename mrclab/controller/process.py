@@ -1,0 +1,97 @@
+"""The runner's side of the controller: start its process, wait until every switch is programmed, read its stats.
+
+The controller learns the fabric from the layout JSON the builder writes (dpid ->
+switch, port number -> neighbour) and reports through the stats JSON it rewrites
+atomically (see `stats`); there is no other channel, and faults never use this one.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import MrclabError
+from ..fabric.layout import Layout
+from ..runstate import RunState
+from . import stats
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Controller:
+    """One controller process for one run; its files live in `directory`."""
+
+    def __init__(self, state: RunState, layout: Layout, directory: Path, app: str = "static_srv6") -> None:
+        self.state, self.layout, self.app = state, layout, app
+        self.port = free_port()
+        directory.mkdir(parents=True, exist_ok=True)
+        self.layout_path = directory / "layout.json"
+        self.stats_path = directory / "controller-stats.json"
+        self.log_path = directory / "controller.log"
+        self.layout_path.write_text(json.dumps(layout.to_dict()))
+        self.stats_path.unlink(missing_ok=True)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "mrclab.controller", "--app", app, "--port", str(self.port),
+                 "--layout", str(self.layout_path), "--stats", str(self.stats_path), "--log", str(self.log_path)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
+        state.add_process(self.process.pid, f"controller {app}")
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stats(self) -> dict[str, Any] | None:
+        return stats.read(self.stats_path)
+
+    def wait_listening(self, timeout: float = 20.0) -> None:
+        """Until the app has loaded (it writes its first stats on start-up)."""
+        self._wait(lambda doc: doc is not None, timeout, "start")
+
+    def wait_programmed(self, timeout: float = 30.0) -> None:
+        """Until every switch has answered the barrier after its boot flows."""
+        wanted = set(self.layout.switches)
+        self._wait(lambda doc: stats.programmed(doc) >= wanted, timeout, "program every switch")
+
+    def _wait(self, done, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            doc = self.stats()
+            if done(doc):
+                return
+            if self.process.poll() is not None:
+                raise MrclabError(f"controller exited with code {self.process.returncode} before it could {what} "
+                                  f"(log: {self.log_path}): {self._log_tail()}")
+            if time.monotonic() > deadline:
+                missing = sorted(set(self.layout.switches) - stats.programmed(doc))
+                raise MrclabError(f"controller did not {what} within {timeout:.0f}s; waiting for "
+                                  f"{', '.join(missing[:8]) or 'its first stats'} (log: {self.log_path})")
+            time.sleep(0.02)
+
+    def _log_tail(self) -> str:
+        try:
+            return " | ".join(self.log_path.read_text().strip().splitlines()[-3:])
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()

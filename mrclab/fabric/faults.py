@@ -1,0 +1,101 @@
+"""Faults on links and switches, and per-direction link counters; none of it talks to the controller.
+
+A link goes down by setting both of its interfaces down (`ip link set dev X down`; the
+host end inside the host's namespace), never with Mininet's configLinkStatus, which
+downs every parallel link between two nodes. A switch goes down by downing every one
+of its ports; its flows, and every other switch's, stay as they are: static routes do
+not reconverge, senders route around. Loss, blackhole, rate and restore go to the
+egress program of both directions of a link.
+"""
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+from ..spec.topology import Link, Topology
+from .layout import Layout
+
+
+class Faults:
+    def __init__(self, topology: Topology, layout: Layout, egress, host_pids: dict[str, int]) -> None:
+        self.topology, self.layout, self.egress, self.host_pids = topology, layout, egress, host_pids
+
+    def _link(self, name: str) -> Link:
+        return self.topology.link(name)
+
+    def _ends(self, link: Link) -> list[tuple[str, str]]:
+        """(node, its interface) for both ends of a link."""
+        return [(node, self.layout.ifname(node, peer)) for node, peer in ((link.a, link.b), (link.b, link.a))]
+
+    def _set_state(self, ends: list[tuple[str, str]], state: str) -> None:
+        root = [f"link set dev {ifname} {state}" for node, ifname in ends if node not in self.host_pids]
+        if root:
+            _ip_batch(root)
+        for node, ifname in ends:
+            if node in self.host_pids:
+                _ip_batch([f"link set dev {ifname} {state}"], self.host_pids[node])
+
+    def link_down(self, link: str) -> None:
+        self._set_state(self._ends(self._link(link)), "down")
+
+    def link_up(self, link: str) -> None:
+        self._set_state(self._ends(self._link(link)), "up")
+
+    def _switch_ports(self, switch: str) -> list[tuple[str, str]]:
+        return [(switch, port.ifname) for port in self.layout.switches[switch].ports.values()]
+
+    def switch_down(self, switch: str) -> None:
+        self._set_state(self._switch_ports(switch), "down")
+
+    def switch_up(self, switch: str) -> None:
+        self._set_state(self._switch_ports(switch), "up")
+
+    def loss(self, link: str, p: float) -> None:
+        for _, ifname in self._ends(self._link(link)):
+            self.egress.set_loss(ifname, p)
+
+    def blackhole(self, link: str, on: bool) -> None:
+        for _, ifname in self._ends(self._link(link)):
+            self.egress.set_blackhole(ifname, on)
+
+    def rate(self, link: str, rate_bps: int) -> None:
+        for _, ifname in self._ends(self._link(link)):
+            self.egress.set_rate(ifname, rate_bps)
+
+    def restore(self, link: str) -> None:
+        """Configured rate, no loss, no blackhole (the link's up/down state is left alone)."""
+        for _, ifname in self._ends(self._link(link)):
+            self.egress.restore(ifname)
+
+    def apply(self, action: str, target: str, rate: float | None = None) -> None:
+        """A scenario event by its SPEC action name; `rate` is the loss probability or the link rate."""
+        if action in ("link_down", "link_up", "switch_down", "switch_up"):
+            getattr(self, action)(target)
+        elif action == "loss":
+            self.loss(target, rate or 0.0)
+        elif action == "rate":
+            self.rate(target, int(rate))
+        elif action == "blackhole":
+            self.blackhole(target, True)
+        elif action == "restore":
+            self.restore(target)
+        else:
+            raise ValueError(f"unknown fabric action {action!r}")
+
+    def link_counters(self) -> list[dict[str, Any]]:
+        """One row per link direction, as results.json `links` wants it: what left `from` towards `to`."""
+        rows = []
+        for link in self.topology.links:
+            for node, peer in ((link.a, link.b), (link.b, link.a)):
+                c = self.egress.counters(self.layout.ifname(node, peer))
+                rows.append({"link": link.name, "from": node, "to": peer, "tx_packets": c.tx_packets,
+                             "tx_bytes": c.tx_bytes, "drops": c.drops, "trims": c.trims})
+        return rows
+
+
+def _ip_batch(lines: list[str], netns_pid: int | None = None) -> None:
+    prefix = ["nsenter", f"--net=/proc/{netns_pid}/ns/net"] if netns_pid else []
+    result = subprocess.run(prefix + ["ip", "-batch", "-"], input="\n".join(lines) + "\n", text=True,
+                            capture_output=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"ip {'; '.join(lines)}: {result.stderr.strip()}")

@@ -1,0 +1,46 @@
+"""A host's network stack, as shell commands run inside its namespace (pure: easy to read and test).
+
+Hosts speak only the fabric's uSID space: each NIC gets the host's own address on its
+plane (``/128``, no DAD), and the plane's ``/32`` block is routed out of that NIC via
+``fe80::1``, a permanent neighbour with a fixed MAC, so no ND, RA, DAD or link-local
+chatter ever reaches a switch. There is no default route and no IPv4 address, so
+nothing a host sends can leave the fabric. TX checksum/segmentation offloads are off
+because the userspace datapath does not complete them (TCP breaks otherwise).
+"""
+from __future__ import annotations
+
+import shlex
+
+from ..addressing import block
+from .layout import GATEWAY_IP, GATEWAY_MAC, HostLayout
+
+# Set before any NIC exists, so the NICs are born with them (addr_gen_mode=1: no link-local).
+SYSCTLS = {
+    "net.ipv6.conf.default.addr_gen_mode": 1,
+    "net.ipv6.conf.default.accept_ra": 0,
+    "net.ipv6.conf.default.autoconf": 0,
+    "net.ipv6.conf.default.accept_dad": 0,
+    "net.ipv6.conf.default.dad_transmits": 0,
+    "net.ipv6.conf.default.router_solicitations": 0,
+    "net.ipv6.conf.all.accept_ra": 0,
+    "net.ipv6.conf.all.forwarding": 0,
+}
+
+
+def namespace_script() -> str:
+    """Run in a fresh host namespace before its NICs are created."""
+    return "sysctl -qw " + " ".join(f"{key}={value}" for key, value in SYSCTLS.items()) + " && ip link set lo up"
+
+
+def nic_script(host: HostLayout, mtu: int) -> str:
+    """Run once the host's NICs exist: bring them up with the plane address and route."""
+    lines = []
+    for nic in host.nics:
+        dev = nic.ifname
+        lines += [f"link set dev {dev} mtu {mtu} up",
+                  f"addr add {nic.address}/128 dev {dev} nodad",
+                  f"neigh replace {GATEWAY_IP} lladdr {GATEWAY_MAC} dev {dev} nud permanent",
+                  f"route replace {block(nic.plane)} via {GATEWAY_IP} dev {dev}"]
+    batch = "printf '%s\\n' " + " ".join(shlex.quote(line) for line in lines) + " | ip -batch -"
+    offloads = " && ".join(f"ethtool -K {nic.ifname} tx off sg off tso off gso off >/dev/null" for nic in host.nics)
+    return f"{batch} && {offloads} && echo ok"

@@ -1,0 +1,162 @@
+"""Every name, port number, MAC and dpid of one run's fabric, computed before anything exists.
+
+The builder records these names in the RunState before creating them, the controller
+reads the same layout (as JSON) to learn which OpenFlow port leads to which neighbour,
+and faults and counters translate SPEC names (``p0l1-p0s2``) into interfaces through it.
+Every name starts with the run prefix (``m`` + 3 characters) so concurrent runs never
+collide, and fits Linux's 15-character limit: a switch port is ``<prefix><switch>-<peer>``
+(``mab1p0l1-s2`` on leaf p0l1 towards spine 2, ``mab1p0s2-l1`` back, ``mab1p0l1-h3``
+towards host h3) and host h3's NIC on plane 0 is ``mab1h3-p0``.
+
+Port numbers are fixed: a leaf's hosts on ports 1..hosts_per_leaf (in host order), then
+its spines; a spine's leaves on ports 1..leaves.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..spec.topology import Topology, parse_node
+
+IFNAMSIZ = 15
+GATEWAY_IP = "fe80::1"            # every host's next hop on every plane; a permanent neighbour entry
+GATEWAY_MAC = "02:00:00:00:00:01"  # leaves match on the IPv6 destination only, so this is never looked up
+
+
+@dataclass(frozen=True)
+class Port:
+    """One end of a cable on a switch."""
+
+    number: int
+    ifname: str
+    mac: str
+    peer: str        # SPEC node name on the other end
+    peer_ifname: str
+    peer_mac: str
+
+
+@dataclass(frozen=True)
+class SwitchLayout:
+    name: str        # SPEC name, e.g. p0l1
+    bridge: str      # OVS bridge / Mininet node name
+    dpid: int
+    ports: dict[str, Port]  # peer SPEC name -> port
+
+    @property
+    def kind(self) -> str:
+        return parse_node(self.name)[0]
+
+    @property
+    def plane(self) -> int:
+        return parse_node(self.name)[1]
+
+    @property
+    def index(self) -> int:
+        return parse_node(self.name)[2]
+
+
+@dataclass(frozen=True)
+class Nic:
+    plane: int
+    ifname: str
+    mac: str
+    address: str     # the host's own address on this plane
+    leaf: str
+    leaf_ifname: str
+
+
+@dataclass(frozen=True)
+class HostLayout:
+    name: str
+    node: str        # Mininet node name
+    index: int
+    nics: tuple[Nic, ...]  # one per plane, in plane order
+
+
+@dataclass(frozen=True)
+class Layout:
+    prefix: str
+    topology: dict[str, Any]
+    switches: dict[str, SwitchLayout]
+    hosts: dict[str, HostLayout]
+
+    def port(self, switch: str, peer: str) -> Port:
+        return self.switches[switch].ports[peer]
+
+    def ifname(self, node: str, peer: str) -> str:
+        """The interface of `node` on its cable to `peer` (switch port or host NIC)."""
+        if node in self.switches:
+            return self.switches[node].ports[peer].ifname
+        return self.switches[peer].ports[node].peer_ifname
+
+    def switch_by_dpid(self, dpid: int) -> SwitchLayout:
+        return next(s for s in self.switches.values() if s.dpid == dpid)
+
+    @property
+    def bridges(self) -> list[str]:
+        return [s.bridge for s in self.switches.values()]
+
+    @property
+    def switch_ifnames(self) -> list[str]:
+        """Every switch-side interface: these live in the root namespace."""
+        return [p.ifname for s in self.switches.values() for p in s.ports.values()]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Layout":
+        switches = {name: SwitchLayout(s["name"], s["bridge"], s["dpid"],
+                                       {peer: Port(**p) for peer, p in s["ports"].items()})
+                    for name, s in data["switches"].items()}
+        hosts = {name: HostLayout(h["name"], h["node"], h["index"], tuple(Nic(**n) for n in h["nics"]))
+                 for name, h in data["hosts"].items()}
+        return cls(data["prefix"], data["topology"], switches, hosts)
+
+
+def host_mac(host: int, plane: int) -> str:
+    return f"02:01:{plane:02x}:00:{host >> 8:02x}:{host & 0xFF:02x}"
+
+
+def switch_mac(dpid: int, port: int) -> str:
+    return f"02:{dpid >> 32 & 0xFF:02x}:{dpid >> 16 & 0xFF:02x}:{dpid & 0xFF:02x}:{port >> 8:02x}:{port & 0xFF:02x}"
+
+
+def dpid(kind: str, plane: int, index: int) -> int:
+    """0x1_kkkk_iiii for leaves, 0x2_kkkk_iiii for spines: unique within a run, readable in ovs-ofctl."""
+    return ((1 if kind == "leaf" else 2) << 32) | (plane << 16) | index
+
+
+def build(topology: Topology, prefix: str) -> Layout:
+    """The layout of `topology` for the run whose names start with `prefix`."""
+    t, plan = topology, topology.plan
+    ports: dict[str, dict[str, Port]] = {name: {} for name in t.switch_names}
+    dpids = {name: dpid(*parse_node(name)) for name in t.switch_names}
+    hosts = {}
+    for n in range(t.hosts):
+        leaf_index, local = plan.leaf_of(n), n % t.hosts_per_leaf
+        nics = []
+        for k in range(t.planes):
+            leaf = f"p{k}l{leaf_index}"
+            nic = Nic(k, f"{prefix}h{n}-p{k}", host_mac(n, k), str(plan.host_address(k, n)), leaf,
+                      f"{prefix}{leaf}-h{n}")
+            nics.append(nic)
+            number = local + 1
+            ports[leaf][f"h{n}"] = Port(number, nic.leaf_ifname, switch_mac(dpids[leaf], number), f"h{n}",
+                                        nic.ifname, nic.mac)
+        hosts[f"h{n}"] = HostLayout(f"h{n}", f"{prefix}h{n}", n, tuple(nics))
+    for k in range(t.planes):
+        for j in range(t.leaves):
+            for i in range(t.spines):
+                leaf, spine = f"p{k}l{j}", f"p{k}s{i}"
+                leaf_port, spine_port = t.hosts_per_leaf + 1 + i, j + 1
+                leaf_if, spine_if = f"{prefix}{leaf}-s{i}", f"{prefix}{spine}-l{j}"
+                leaf_mac, spine_mac = switch_mac(dpids[leaf], leaf_port), switch_mac(dpids[spine], spine_port)
+                ports[leaf][spine] = Port(leaf_port, leaf_if, leaf_mac, spine, spine_if, spine_mac)
+                ports[spine][leaf] = Port(spine_port, spine_if, spine_mac, leaf, leaf_if, leaf_mac)
+    switches = {name: SwitchLayout(name, f"{prefix}{name}", dpids[name], ports[name]) for name in t.switch_names}
+    layout = Layout(prefix, t.to_dict(), switches, hosts)
+    for name in [*layout.bridges, *layout.switch_ifnames, *(n.ifname for h in hosts.values() for n in h.nics)]:
+        if len(name) > IFNAMSIZ:
+            raise ValueError(f"interface name {name!r} is longer than {IFNAMSIZ} characters")
+    return layout
