@@ -1,7 +1,9 @@
 """RTT estimation and congestion control: a sender window in the spirit of UET 1.0 NSCC.
 
 NSCC steers one window per connection (bytes in flight, over every path at once) by
-queueing delay: RTT minus the lowest RTT seen. Below the target delay the window
+queueing delay: RTT minus the base RTT (configured, or else the lowest RTT seen; a
+flow that starts into a standing queue never sees the true base, so configure it
+where fairness between late and early flows matters). Below the target delay the window
 grows, fast when the queue is empty (proportional to the headroom) and by
 ``cc_ai`` MSS per RTT always (the additive part is what lets competing flows
 converge to a fair share). Above the target it shrinks in proportion to the excess,
@@ -47,11 +49,12 @@ class RttEstimator:
 class WindowCC:
     """The congestion window, in bytes; never below one MSS."""
 
-    __slots__ = ("cwnd", "_mss", "_max", "_target", "_ai", "_fi", "_md", "_trim_md", "_hold_until")
+    __slots__ = ("cwnd", "_mss", "_max", "_base_rtt", "_target", "_ai", "_fi", "_md", "_trim_md", "_hold_until")
 
-    def __init__(self, mss: int, init_window: int, max_window: int, target_delay: float, ai: float, fi: float,
-                 md: float, trim_md: float) -> None:
+    def __init__(self, mss: int, init_window: int, max_window: int, base_rtt: float, target_delay: float, ai: float,
+                 fi: float, md: float, trim_md: float) -> None:
         self._mss = mss
+        self._base_rtt = base_rtt
         self._max = max(max_window, mss)
         self.cwnd = float(min(max(init_window, mss), self._max))
         self._target = target_delay
@@ -63,14 +66,18 @@ class WindowCC:
 
     def on_ack(self, acked: int, rtt: RttEstimator, now: float) -> None:
         """``acked`` bytes newly acknowledged; ``rtt.latest`` is the delay sample they brought."""
-        queueing = rtt.latest - rtt.min_rtt
+        base = rtt.min_rtt if rtt.min_rtt < self._base_rtt else self._base_rtt
+        queueing = rtt.latest - base
         target = self._target
         cwnd = self.cwnd
-        if queueing <= target:
-            cwnd += acked * (self._fi * (target - queueing) / target + self._ai * self._mss / cwnd)
-            self.cwnd = cwnd if cwnd < self._max else self._max
-        elif now >= self._hold_until:
+        if queueing > target and now >= self._hold_until:
             self._decrease(min(self._md, (queueing - target) / queueing), now, rtt)
+            return
+        growth = self._ai * self._mss / cwnd
+        if queueing < target:
+            growth += self._fi * (target - queueing) / target
+        cwnd += acked * growth
+        self.cwnd = cwnd if cwnd < self._max else self._max
 
     def on_congestion(self, now: float, rtt: RttEstimator) -> None:
         """A trim NACK or an ECN echo."""

@@ -45,8 +45,11 @@ class TransportConfig:
     """Initial congestion window, bytes."""
     cc_max_window: int = 4 << 20
     """Largest congestion window, bytes."""
+    cc_base_rtt: float = float("inf")
+    """RTT of an idle path, if known (NSCC configures it network-wide); the lowest RTT measured is used when lower,
+    so the default (inf) means "measure". A flow that starts into a standing queue overestimates it on its own."""
     cc_target_delay: float = 0.001
-    """Queueing delay (RTT minus the lowest RTT seen) the window aims for."""
+    """Queueing delay (RTT minus base RTT) the window aims for."""
     cc_ai: float = 1.0
     """Additive increase, MSS per RTT, while delay is under target."""
     cc_fi: float = 1.0
@@ -75,6 +78,7 @@ class TransportConfig:
             ("sack_delay", self.sack_delay >= 0, ">= 0"),
             ("cc_init_window", self.cc_init_window >= 1, ">= 1"),
             ("cc_max_window", self.cc_max_window >= self.mss, ">= mss"),
+            ("cc_base_rtt", self.cc_base_rtt > 0, "> 0"),
             ("cc_target_delay", self.cc_target_delay > 0, "> 0"),
             ("cc_ai", self.cc_ai >= 0, ">= 0"),
             ("cc_fi", self.cc_fi >= 0, ">= 0"),

@@ -69,8 +69,8 @@ class Sender:
         self._events = events
         self._counters = counters
         self.rtt = RttEstimator()
-        self.cc = WindowCC(config.mss, config.cc_init_window, config.cc_max_window, config.cc_target_delay,
-                           config.cc_ai, config.cc_fi, config.cc_md, config.cc_trim_md)
+        self.cc = WindowCC(config.mss, config.cc_init_window, config.cc_max_window, config.cc_base_rtt,
+                           config.cc_target_delay, config.cc_ai, config.cc_fi, config.cc_md, config.cc_trim_md)
         self.failed = False
         self.inflight = 0  # wire bytes of transmissions neither acknowledged nor known lost
         self._messages: dict[int, _TxMessage] = {}
@@ -176,8 +176,7 @@ class Sender:
     def on_probe_reply(self, r: ProbeReply, now: float) -> None:
         self._counters.probe_replies += 1
         e = self._evs.get(r.ev)
-        if e is not None:
-            self.rtt.update(now - r.ts * 1e-9)
+        if e is not None:  # no RTT sample: a small probe's delay would understate the base RTT of data
             self._evs.on_probe_reply(e, r.seq, now)
 
     def on_timer(self, now: float) -> None:
@@ -285,7 +284,8 @@ class Sender:
         if not order:
             return
         rtt = self.rtt
-        slack = rtt.latest + max(self._cfg.reorder_window, rtt.min_rtt / 4 if rtt.srtt is not None else 0.0)
+        slack = rtt.latest + max(self._cfg.reorder_window, rtt.min_rtt if rtt.srtt is not None else 0.0,
+                                 4 * rtt.rttvar)
         rack_xseq = self._rack_xseq
         while order:
             p = order[0]

@@ -1,0 +1,237 @@
+"""A seeded discrete-event network that drives :class:`Connection` objects, for tests and benchmarks.
+
+It touches connections only through ``receive`` / ``on_timer`` / ``datagrams_to_send`` /
+``next_timer``, exactly as an agent does, so whatever passes here is the protocol, not
+a harness shortcut. Agents are infinitely fast; the network is what takes time.
+
+A packet from host a to host b on EV e crosses the links ``route(a, b, e)`` returns,
+one after another. Each :class:`Link` is one direction of a cable: a FIFO drained at
+``rate`` behind a ``queue``-byte buffer, then ``delay`` seconds of propagation. A DATA
+packet that does not fit is trimmed to its header (``trim=True``, as MRC switches do)
+or dropped; trimmed headers and control packets take a strict-priority lane that
+skips the queue. Links can also drop at random (``loss``), delay a packet further
+(``reorder`` probability, up to ``reorder_delay``), duplicate (``dup``), mark ECN
+above ``ecn_threshold`` queued bytes, or drop everything (``blackhole``, switch it
+with :meth:`Network.at`). :func:`clos` builds the lab's multi-plane two-tier shape
+from :class:`~mrclab.addressing.Plan`, one link per direction with SPEC link names.
+"""
+from __future__ import annotations
+
+import heapq
+import random
+from typing import Callable, Sequence
+
+from ..addressing import Plan
+from .config import TransportConfig
+from .connection import Connection
+from .wire import DATA, ECN_CE, trim
+
+IP_UDP_OVERHEAD = 48
+"""IPv6 + UDP header bytes each datagram costs on a link."""
+
+
+class Link:
+    __slots__ = ("name", "rate", "delay", "queue", "trim", "loss", "reorder", "reorder_delay", "dup",
+                 "ecn_threshold", "blackhole", "busy_until", "tx_packets", "tx_bytes", "drops", "trims", "marks")
+
+    def __init__(self, name: str, rate: float, delay: float = 0.0, queue: int = 65536, trim: bool = True,
+                 loss: float = 0.0, reorder: float = 0.0, reorder_delay: float = 0.0, dup: float = 0.0,
+                 ecn_threshold: int | None = None) -> None:
+        self.name = name
+        self.rate = rate  # bit/s
+        self.delay = delay
+        self.queue = queue
+        self.trim = trim
+        self.loss = loss
+        self.reorder = reorder
+        self.reorder_delay = reorder_delay
+        self.dup = dup
+        self.ecn_threshold = ecn_threshold
+        self.blackhole = False
+        self.busy_until = 0.0
+        self.tx_packets = self.tx_bytes = self.drops = self.trims = self.marks = 0
+
+    def transmit(self, datagram, now: float, rng: random.Random) -> tuple[float, bytes] | None:
+        """When ``datagram`` reaches the far end and what it looks like then; None if it is lost here."""
+        if self.blackhole or (self.loss and rng.random() < self.loss):
+            self.drops += 1
+            return None
+        size = len(datagram) + IP_UDP_OVERHEAD
+        backlog = (self.busy_until - now) * self.rate / 8 if self.busy_until > now else 0.0
+        priority = datagram[1] != DATA or len(datagram) <= 48
+        if not priority and backlog + size > self.queue:
+            if not self.trim:
+                self.drops += 1
+                return None
+            datagram = trim(datagram)
+            size = len(datagram) + IP_UDP_OVERHEAD
+            self.trims += 1
+            priority = True
+        elapsed = size * 8 / self.rate
+        if priority:  # strict priority: ahead of the queue, taking its share of the line all the same
+            depart = now + elapsed
+            self.busy_until = (self.busy_until if self.busy_until > now else now) + elapsed
+        else:
+            if self.ecn_threshold is not None and backlog > self.ecn_threshold:
+                datagram = bytearray(datagram)
+                datagram[3] |= ECN_CE
+                self.marks += 1
+            depart = (self.busy_until if self.busy_until > now else now) + elapsed
+            self.busy_until = depart
+        self.tx_packets += 1
+        self.tx_bytes += size
+        arrive = depart + self.delay
+        if self.reorder and rng.random() < self.reorder:
+            arrive += rng.random() * self.reorder_delay
+        return arrive, datagram
+
+
+class Endpoint:
+    """A connection at a host, talking to the same ``conn_id`` at ``peer``."""
+
+    __slots__ = ("host", "peer", "conn", "timer_at", "events", "on_event")
+
+    def __init__(self, host, peer, conn: Connection) -> None:
+        self.host = host
+        self.peer = peer
+        self.conn = conn
+        self.timer_at = float("inf")
+        self.events: list[tuple[float, object]] = []  # (time, event) for every event the connection raised
+        self.on_event: Callable[[Network, Endpoint, object], None] | None = None
+
+
+Route = Callable[[object, object, int], Sequence[Link]]
+
+
+class Network:
+    """The event loop: packets hop link to link, timers fire, connections answer."""
+
+    def __init__(self, route: Route, seed: int = 0) -> None:
+        self.now = 0.0
+        self.rng = random.Random(seed)
+        self._route = route
+        self._routes: dict[tuple, Sequence[Link]] = {}
+        self._heap: list = []
+        self._seq = 0
+        self._endpoints: dict[tuple, Endpoint] = {}
+        self.events_processed = 0
+
+    def at(self, when: float, fn: Callable, *args) -> None:
+        """Call ``fn(*args)`` at simulated time ``when`` (faults, workload steps, measurements)."""
+        self._seq += 1
+        heapq.heappush(self._heap, (when, self._seq, fn, args))
+
+    def connect(self, a, b, conn_id: int, evs: list[int], ev_plane: Callable[[int], int],
+                config: TransportConfig | None = None) -> tuple[Endpoint, Endpoint]:
+        """A connection between hosts a and b: (a's end, b's end)."""
+        ends = []
+        for host, peer in ((a, b), (b, a)):
+            if (host, conn_id) in self._endpoints:
+                raise ValueError(f"host {host} already has connection {conn_id}")
+            ep = Endpoint(host, peer, Connection(conn_id, evs, ev_plane, config))
+            self._endpoints[host, conn_id] = ep
+            ends.append(ep)
+        return ends[0], ends[1]
+
+    def send(self, ep: Endpoint, msg_id: int, data: bytes, when: float | None = None) -> None:
+        """Post a message on ``ep`` now or at ``when``."""
+        self.at(self.now if when is None else when, self._post, ep, msg_id, data)
+
+    def run(self, until: float = float("inf"), stop: Callable[[], bool] | None = None) -> None:
+        """Process events up to ``until`` or until ``stop()`` holds (checked after each event)."""
+        heap = self._heap
+        while heap and heap[0][0] <= until:
+            when, _, fn, args = heapq.heappop(heap)
+            self.now = when
+            fn(*args)
+            self.events_processed += 1
+            if stop is not None and stop():
+                return
+        self.now = max(self.now, until) if until != float("inf") else self.now
+
+    # -- internals -----------------------------------------------------------------------------------
+
+    def _post(self, ep: Endpoint, msg_id: int, data: bytes) -> None:
+        ep.conn.send_message(msg_id, data)
+        self._service(ep)
+
+    def _service(self, ep: Endpoint) -> None:
+        """After anything happened to a connection: ship its datagrams, collect events, re-arm its timer."""
+        now = self.now
+        conn = ep.conn
+        for ev, datagram in conn.datagrams_to_send(now):
+            key = (ep.host, ep.peer, ev)
+            path = self._routes.get(key)
+            if path is None:
+                path = self._routes[key] = tuple(self._route(ep.host, ep.peer, ev))
+            self._hop(datagram, path, 0, (ep.peer, conn.conn_id))
+        events = conn.pop_events()
+        if events:
+            for event in events:
+                ep.events.append((now, event))
+                if ep.on_event is not None:
+                    ep.on_event(self, ep, event)
+        t = conn.next_timer()
+        if t is not None and t < ep.timer_at:
+            ep.timer_at = t
+            self.at(t if t > now else now, self._timer, ep, t)
+
+    def _timer(self, ep: Endpoint, t: float) -> None:
+        if t != ep.timer_at:
+            return  # superseded by an earlier one
+        ep.timer_at = float("inf")
+        ep.conn.on_timer(self.now)
+        self._service(ep)
+
+    def _hop(self, datagram, path: Sequence[Link], index: int, dest: tuple) -> None:
+        if index == len(path):
+            ep = self._endpoints.get(dest)
+            if ep is not None:
+                ep.conn.receive(datagram, None, self.now)
+                self._service(ep)
+            return
+        link = path[index]
+        result = link.transmit(datagram, self.now, self.rng)
+        if result is None:
+            return
+        arrive, datagram = result
+        self.at(arrive, self._hop, datagram, path, index + 1, dest)
+        if link.dup and self.rng.random() < link.dup:
+            self.at(arrive + link.delay, self._hop, datagram, path, index + 1, dest)
+
+
+def clos(plan: Plan, host_rate: float, fabric_rate: float, delay: float = 1e-6, queue: int = 65536,
+         host_queue: int = 1 << 20, **link_options) -> tuple[dict[str, Link], Route]:
+    """The lab's fabric: links named ``a->b`` with SPEC node names, and the EV route through them.
+
+    Hosts are plan host indices; a packet on EV e goes host -> leaf -> spine -> leaf -> host in
+    the plane and through the spine ``plan.ev_path(e)`` names. Switch ports have ``queue`` bytes
+    and trim; a host's own NIC queue (its qdisc) is ``host_queue`` deep and drops, as a host does.
+    """
+    links: dict[str, Link] = {}
+
+    def add(a: str, b: str, rate: float, depth: int, **options) -> None:
+        links[f"{a}->{b}"] = Link(f"{a}->{b}", rate, delay, depth, **options)
+
+    for p in range(plan.planes):
+        for leaf in range(plan.leaves):
+            for s in range(plan.spines):
+                add(f"p{p}l{leaf}", f"p{p}s{s}", fabric_rate, queue, **link_options)
+                add(f"p{p}s{s}", f"p{p}l{leaf}", fabric_rate, queue, **link_options)
+        for h in range(plan.hosts):
+            leaf = f"p{p}l{plan.leaf_of(h)}"
+            add(f"h{h}", leaf, host_rate, host_queue, **{**link_options, "trim": False})
+            add(leaf, f"h{h}", host_rate, queue, **link_options)
+
+    def route(src: int, dst: int, ev: int) -> list[Link]:
+        p, s = plan.ev_path(ev)
+        up, down, spine = f"p{p}l{plan.leaf_of(src)}", f"p{p}l{plan.leaf_of(dst)}", f"p{p}s{s}"
+        return [links[f"h{src}->{up}"], links[f"{up}->{spine}"], links[f"{spine}->{down}"], links[f"{down}->h{dst}"]]
+
+    return links, route
+
+
+def cable(links: dict[str, Link], name: str) -> tuple[Link, Link]:
+    """Both directions of the SPEC link ``a-b``."""
+    a, b = name.split("-")
+    return links[f"{a}->{b}"], links[f"{b}->{a}"]
