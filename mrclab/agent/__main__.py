@@ -1,0 +1,119 @@
+"""``python -m mrclab.agent``: one emulated host's agent, started inside that host's network namespace.
+
+    python -m mrclab.agent --host N --planes P --leaves L --spines S --hosts-per-leaf H
+        --mtu M --control PATH --log PATH [--transport mrc|single-path|tcp] [--options JSON] [--seed SEED]
+
+Exit status: 0 after ``quit``, SIGTERM/SIGINT or the runner closing the control
+connection; 1 when the agent could not start or serve (one line on stderr saying why);
+2 on bad arguments (one line on stderr naming the argument).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+
+from ..addressing import Plan
+from .control import ControlChannel
+from .eventlog import EventLog
+from .host import Agent
+from .loop import Reactor
+from .payload import Payloads
+
+TRANSPORTS = ("mrc", "single-path", "tcp")
+PROG = "mrclab.agent"
+
+
+class BadArguments(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage block
+        raise BadArguments(message)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = _Parser(prog=PROG, description="The agent of one emulated host.")
+    for name in ("--host", "--planes", "--leaves", "--spines", "--hosts-per-leaf"):
+        parser.add_argument(name, type=int, required=True)
+    parser.add_argument("--mtu", type=int, default=9000)
+    parser.add_argument("--control", required=True, help="Unix socket path to serve the runner on")
+    parser.add_argument("--log", required=True, help="JSON-lines event log to append to")
+    parser.add_argument("--transport", choices=TRANSPORTS, default="mrc")
+    parser.add_argument("--options", default="{}", help="transport options as a JSON object")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    try:
+        args.plan = Plan(args.planes, args.leaves, args.spines, args.hosts_per_leaf)
+    except ValueError as err:
+        raise BadArguments(str(err)) from None
+    if not 0 <= args.host < args.plan.hosts:
+        raise BadArguments(f"--host {args.host} out of range 0..{args.plan.hosts - 1}")
+    if not 1280 <= args.mtu <= 65535:
+        raise BadArguments(f"--mtu {args.mtu} out of range 1280..65535")
+    try:
+        args.options = json.loads(args.options)
+    except ValueError as err:
+        raise BadArguments(f"--options is not JSON: {err}") from None
+    if not isinstance(args.options, dict):
+        raise BadArguments("--options must be a JSON object")
+    return args
+
+
+def build_datapath(args: argparse.Namespace, payloads: Payloads, emit):
+    """The datapath of ``--transport``; ValueError for options it does not take."""
+    if args.transport == "tcp":
+        from .tcp import TcpDatapath, check_options
+        check_options(args.options)
+        return TcpDatapath.open(args.plan, args.host, payloads, emit)
+    from .mrc import MrcDatapath, configure, open_socket
+    config = configure(args.options, args.mtu, single_path=args.transport == "single-path")
+    return MrcDatapath(open_socket(), args.plan, args.host, config, payloads, emit)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+        log = EventLog(args.log)
+    except BadArguments as err:
+        print(f"{PROG}: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"{PROG}: cannot open --log {args.log}: {err.strerror}", file=sys.stderr)
+        return 2
+    log.write("start", host=args.host, transport=args.transport, options=args.options, seed=args.seed,
+              plan=[args.planes, args.leaves, args.spines, args.hosts_per_leaf], mtu=args.mtu)
+    reactor = Reactor()
+    reactor.stop_on_signals(signal.SIGTERM, signal.SIGINT)
+    control = datapath = None
+    try:
+        control = ControlChannel(args.control)
+        agent = Agent(args.host, reactor, control, log)
+        datapath = build_datapath(args, Payloads(args.seed), agent.emit)
+        reason = agent.run(datapath)
+        status = 1 if reason.startswith(("no runner", "control protocol")) else 0
+        if status:
+            print(f"{PROG}: {reason}", file=sys.stderr)
+    except ValueError as err:
+        log.write("error", error=str(err))
+        print(f"{PROG}: {err}", file=sys.stderr)
+        status = 2
+    except OSError as err:
+        log.write("error", error=str(err))
+        print(f"{PROG}: {err}", file=sys.stderr)
+        status = 1
+    finally:
+        if datapath is not None:
+            datapath.close()
+        if control is not None:
+            control.close()
+        reactor.close()
+    log.write("exit", status=status)
+    log.close()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

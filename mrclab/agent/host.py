@@ -1,0 +1,130 @@
+"""The agent as the runner sees it: control requests in, answers and events out, a log of both.
+
+It owns no sockets of the data path; the datapath (MRC over UDP or the TCP baseline)
+posts messages, runs its timers and reports events through :meth:`Agent.emit`, and the
+agent forwards each event to the runner and the log. Its life is the runner's
+connection: it waits up to ``ACCEPT_TIMEOUT`` for the runner to connect and exits when
+that connection closes, on ``quit``, or on SIGTERM.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Protocol
+
+from .control import ControlChannel, ProtocolError, parse_request
+from .eventlog import EventLog
+from .loop import Reactor
+
+ACCEPT_TIMEOUT = 60.0
+
+
+class Datapath(Protocol):
+    def attach(self, reactor: Reactor) -> None: ...
+    def post(self, conn_id: int, peer: int, msg: int, size: int) -> None: ...
+    def tick(self, now: float) -> float | None: ...
+    def stats(self) -> dict: ...
+    def close(self) -> None: ...
+
+
+class Agent:
+    def __init__(self, host: int, reactor: Reactor, control: ControlChannel, log: EventLog) -> None:
+        self.host = host
+        self._reactor = reactor
+        self._control = control
+        self._log = log
+        self._accept_deadline = time.monotonic() + ACCEPT_TIMEOUT
+        self.datapath: Datapath | None = None
+
+    def run(self, datapath: Datapath) -> str:
+        """Serve until stopped; the reason it stopped."""
+        self.datapath = datapath
+        datapath.attach(self._reactor)
+        self._reactor.add_reader(self._control.listener, self._on_accept)
+        reason = self._reactor.run(self._tick)
+        self._log.write("stop", reason=reason, **self._stats())
+        return reason
+
+    def emit(self, event: dict) -> None:
+        """A datapath event: to the runner and into the log."""
+        self._control.send(event)
+        self._log.write("event", **event)
+        self._watch_control_output()
+
+    def handle(self, line: bytes) -> dict:
+        """Answer one request line (and act on it)."""
+        try:
+            request = parse_request(line)
+        except ProtocolError as err:
+            self._log.write("request", line=line.decode(errors="replace"), ok=False, error=str(err))
+            return {"id": err.request_id, "ok": False, "error": str(err)}
+        reply: dict = {"id": request.id, "ok": True}
+        try:
+            if request.op == "ping":
+                reply.update(host=self.host, pid=os.getpid())
+            elif request.op == "post":
+                args = request.args
+                self.datapath.post(args["conn"], args["peer"], args["msg"], args["size"])
+            elif request.op == "stats":
+                reply.update(self._stats())
+            elif request.op == "quit":
+                self._reactor.stop("quit")
+        except (ValueError, RuntimeError) as err:
+            reply = {"id": request.id, "ok": False, "error": str(err)}
+        self._log.write("request", op=request.op, id=request.id, **request.args, ok=reply["ok"],
+                        **({"error": reply["error"]} if not reply["ok"] else {}))
+        return reply
+
+    def _stats(self) -> dict:
+        stats = self.datapath.stats()
+        stats["cpu_s"] = time.process_time()
+        return stats
+
+    def _tick(self, now: float) -> float | None:
+        deadline = self.datapath.tick(now)
+        if now >= self._log.next_flush():
+            self._log.flush(now)
+        candidates = [self._log.next_flush()]
+        if self._control.peer is None:
+            if now >= self._accept_deadline:
+                self._reactor.stop(f"no runner connected within {ACCEPT_TIMEOUT:g} s")
+            candidates.append(self._accept_deadline)
+        if deadline is not None:
+            candidates.append(deadline)
+        return min(candidates)
+
+    def _on_accept(self) -> None:
+        listener = self._control.listener
+        if self._control.accept():
+            self._reactor.remove_reader(listener)
+            self._reactor.add_reader(self._control.peer, self._on_control)
+            self._log.write("runner_connected")
+            self._control.flush()
+            self._watch_control_output()
+
+    def _on_control(self) -> None:
+        try:
+            lines = self._control.read_lines()
+        except ProtocolError as err:
+            self._log.write("error", error=str(err))
+            self._reactor.stop(f"control protocol: {err}")
+            return
+        if lines is None:
+            self._reactor.stop("runner closed the control connection")
+            return
+        for line in lines:
+            self._control.send(self.handle(line))
+        self._watch_control_output()
+
+    def _watch_control_output(self) -> None:
+        peer = self._control.peer
+        if peer is None:
+            return
+        if self._control.wants_write:
+            self._reactor.add_writer(peer, self._on_control_writable)
+        else:
+            self._reactor.remove_writer(peer)
+
+    def _on_control_writable(self) -> None:
+        self._control.flush()
+        self._watch_control_output()

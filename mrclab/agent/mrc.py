@@ -1,0 +1,394 @@
+"""The MRC datapath: one UDP socket, the transport's connections, and the uSID address of every packet.
+
+Sending: each ``(ev, datagram)`` a connection hands out goes to ``Plan.ev_address(self,
+peer, ev)``; the kernel routes that path address out of the plane's NIC. Receiving: the
+source address ``fcbb:<plane>:<host uSID>::`` names the peer; with the connection id in
+the datagram it selects the connection, created on the first packet of an unknown one
+(connections are full duplex and symmetric, so the receiving end needs no set-up).
+
+The per-packet path is kept short: receives are drained in batches of ``RECV_BATCH``
+(then timers run and answers go out, so SACKs are never held behind a long drain), a
+connection touched in a batch is flushed once per batch, addresses are cached per
+(connection, EV) as ready ``sendto`` tuples, and sources per address string.
+
+Nothing is dropped silently on the host: ``IPV6_RECVERR`` makes the kernel report a
+datagram the host qdisc refused (``ENOBUFS``) instead of swallowing it, and a datagram
+the socket would not take (``EAGAIN``, ``ENOBUFS``) waits in a backlog, in order, and is
+retried (on writability, or after ``ENOBUFS_RETRY``) before anything new is generated.
+"""
+from __future__ import annotations
+
+import dataclasses
+import errno
+import heapq
+import socket
+import time
+from collections import deque
+from typing import Callable
+
+from ..addressing import HOST_BASE, Plan, decode
+from ..transport import (Connection, EvState, EvStateChanged, MessageCompleted, MessageDelivered, MessageFailed,
+                         TransportConfig, WireError)
+from ..transport.wire import DATA_HEADER_LEN, MRC_UDP_PORT, peek_conn_id
+from .ecmp import flow_hash
+from .loop import Reactor
+from .payload import Payloads
+
+RECV_BATCH = 64
+SOCKET_BUFFER = 8 << 20
+ENOBUFS_RETRY = 0.0002
+IPV6_RECVERR = 25  # linux/in6.h; the socket module does not export it
+SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33  # asm-generic/socket.h; root may exceed net.core.[rw]mem_max
+UDP_OVERHEAD = 40 + 8  # IPv6 + UDP headers
+
+Emit = Callable[[dict], None]
+
+
+def mss_for_mtu(mtu: int) -> int:
+    """Payload bytes per DATA packet that fill, and do not exceed, one MTU."""
+    return mtu - UDP_OVERHEAD - DATA_HEADER_LEN
+
+
+def open_socket(port: int = MRC_UDP_PORT) -> socket.socket:
+    """The agent's UDP socket on ``[::]:port``: big buffers, local drops reported, non-blocking."""
+    sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    for forced, plain in ((SO_SNDBUFFORCE, socket.SO_SNDBUF), (SO_RCVBUFFORCE, socket.SO_RCVBUF)):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, forced, SOCKET_BUFFER)
+        except PermissionError:
+            sock.setsockopt(socket.SOL_SOCKET, plain, SOCKET_BUFFER)
+    sock.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVERR, 1)
+    sock.bind(("::", port))
+    sock.setblocking(False)
+    return sock
+
+
+class _Link:
+    """One connection with one peer, and what the datapath keeps beside it."""
+
+    __slots__ = ("peer", "conn", "evs", "addrs", "timer", "queued", "sending")
+
+    def __init__(self, peer: int, conn: Connection, evs: list[int]) -> None:
+        self.peer = peer
+        self.conn = conn
+        self.evs = evs
+        self.addrs: dict[int, tuple] = {}
+        self.timer: float | None = None
+        self.queued = False  # in the datapath's dirty list
+        self.sending = False  # this end has posted messages on it
+
+
+class MrcDatapath:
+    def __init__(self, sock: socket.socket, plan: Plan, host: int, config: TransportConfig, payloads: Payloads,
+                 emit: Emit) -> None:
+        self._sock = sock
+        self._plan = plan
+        self._host = host
+        self._config = config
+        self._payloads = payloads
+        self._emit = emit
+        paths = plan.paths_per_pair
+        self._ev_pool = list(range(-(-config.ev_count // paths) * paths))  # every path equally often
+        self._links: dict[tuple[int, int], _Link] = {}
+        self._sources: dict[str, int] = {}  # source address -> peer host, -1 for a stranger
+        self._dirty: list[_Link] = []
+        self._timers: list[tuple[float, int, _Link]] = []
+        self._timer_seq = 0
+        self._backlog: deque[tuple[tuple, bytes | bytearray]] = deque()  # (address, datagram)
+        self._starved: list[_Link] = []  # links not flushed while the backlog was blocked
+        self._retry_at: float | None = None
+        self._reactor: Reactor | None = None
+        self.counters = dict(messages_sent=0, bytes_sent=0, bytes_verified=0, verify_failures=0,
+                             send_retries=0, socket_errors=0, strangers=0)
+
+    def attach(self, reactor: Reactor) -> None:
+        self._reactor = reactor
+        reactor.add_reader(self._sock, self.on_readable)
+
+    # -- application side ------------------------------------------------------------------------
+
+    def post(self, conn_id: int, peer: int, msg: int, size: int) -> None:
+        """Start sending message ``msg`` of ``size`` bytes to ``peer`` on connection ``conn_id``."""
+        if not 0 <= peer < self._plan.hosts or peer == self._host:
+            raise ValueError(f"peer {peer} is not another host (0..{self._plan.hosts - 1}, not {self._host})")
+        if size > self._config.max_message:
+            raise ValueError(f"message of {size} bytes exceeds max_message {self._config.max_message}")
+        link = self._link(peer, conn_id)
+        link.conn.send_message(msg, self._payloads.message(self._host, peer, msg, size))
+        link.sending = True
+        self.counters["messages_sent"] += 1
+        self.counters["bytes_sent"] += size
+        self._mark(link)
+
+    # -- network side --------------------------------------------------------------------------------
+
+    def on_readable(self) -> None:
+        now = time.monotonic()
+        recv = self._sock.recvfrom
+        sources = self._sources
+        links = self._links
+        dirty = self._dirty
+        for _ in range(RECV_BATCH):
+            try:
+                data, addr = recv(65535)
+            except BlockingIOError:
+                return
+            except OSError as err:
+                self._socket_error(err)
+                return
+            peer = sources.get(addr[0])
+            if peer is None:
+                peer = self._learn_source(addr[0])
+            try:
+                key = (peer, peek_conn_id(data))
+            except WireError:
+                peer = -1
+            if peer < 0:
+                self.counters["strangers"] += 1
+                continue
+            link = links.get(key)
+            if link is None:
+                link = self._link(*key)
+            link.conn.receive(data, None, now)
+            if not link.queued:
+                link.queued = True
+                dirty.append(link)
+
+    def tick(self, now: float) -> float | None:
+        """Fire due timers, send what the connections have, report their events; the next deadline."""
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            due, _, link = heapq.heappop(timers)
+            if link.timer == due:
+                link.timer = None
+                link.conn.on_timer(now)
+                self._mark(link)
+        if self._backlog and (self._retry_at is None or now >= self._retry_at):
+            self._retry_at = None
+            self._send_backlog()
+        self._flush(now)
+        deadline = timers[0][0] if timers else None
+        if self._retry_at is not None and (deadline is None or self._retry_at < deadline):
+            deadline = self._retry_at
+        return deadline
+
+    def _flush(self, now: float) -> None:
+        dirty = self._dirty
+        if not dirty:
+            return
+        self._dirty = []
+        for link in dirty:
+            link.queued = False
+            conn = link.conn
+            if self._backlog:
+                self._starved.append(link)
+            else:
+                out = conn.datagrams_to_send(now)
+                if out:
+                    self._send(link, out)
+            events = conn.pop_events()
+            if events:
+                self._dispatch(link, events)
+            timer = conn.next_timer()
+            if timer != link.timer:
+                link.timer = timer
+                if timer is not None:
+                    self._timer_seq += 1
+                    heapq.heappush(self._timers, (timer, self._timer_seq, link))
+
+    def _send(self, link: _Link, out: list) -> None:
+        sendto = self._sock.sendto
+        addrs = link.addrs
+        for index, (ev, datagram) in enumerate(out):
+            addr = addrs.get(ev)
+            if addr is None:
+                addr = self._address(link, ev)
+            try:
+                sendto(datagram, addr)
+            except OSError as err:
+                if not self._send_failed(err, addr, datagram, self._backlog.append):
+                    self._backlog.extend((self._address(link, e), d) for e, d in out[index + 1:])
+                    return
+
+    def _send_backlog(self) -> None:
+        backlog = self._backlog
+        sendto = self._sock.sendto
+        while backlog:
+            addr, datagram = backlog.popleft()
+            try:
+                sendto(datagram, addr)
+            except OSError as err:
+                if not self._send_failed(err, addr, datagram, backlog.appendleft):
+                    return
+        self._reactor.remove_writer(self._sock)
+        for link in self._starved:
+            self._mark(link)
+        self._starved.clear()
+
+    def _send_failed(self, err: OSError, addr: tuple, datagram, keep: Callable) -> bool:
+        """Handle a failed ``sendto``; True when sending may go on, False when the socket is full.
+
+        A full socket or qdisc keeps the datagram (``keep``) for a retry; any other error (an ICMP
+        error of an earlier datagram, reported on this call, so this one never left) is counted and
+        the datagram is tried once more.
+        """
+        if isinstance(err, BlockingIOError) or err.errno == errno.ENOBUFS:
+            self.counters["send_retries"] += 1
+            keep((addr, datagram))
+            if isinstance(err, BlockingIOError):
+                self._reactor.add_writer(self._sock, self._on_writable)
+            else:
+                self._retry_at = time.monotonic() + ENOBUFS_RETRY
+            return False
+        self._socket_error(err)
+        try:
+            self._sock.sendto(datagram, addr)
+        except OSError:
+            self.counters["socket_errors"] += 1
+        return True
+
+    def _on_writable(self) -> None:
+        self._reactor.remove_writer(self._sock)
+        self._send_backlog()
+
+    def _socket_error(self, err: OSError) -> None:
+        """An error the kernel queued on the socket (IPV6_RECVERR): count it and drain the error queue."""
+        self.counters["socket_errors"] += 1
+        while True:
+            try:
+                self._sock.recvmsg(1, 1024, socket.MSG_ERRQUEUE)
+            except OSError:
+                return
+
+    # -- events and state --------------------------------------------------------------------------
+
+    def _dispatch(self, link: _Link, events: list) -> None:
+        conn_id, peer = link.conn.conn_id, link.peer
+        for event in events:
+            kind = event.__class__
+            if kind is EvStateChanged:
+                self._emit({"event": "ev_state", "conn": conn_id, "peer": peer, "ev": event.ev,
+                            "old": event.old.name, "new": event.new.name, "t": event.now})
+            elif kind is MessageDelivered:
+                self._delivered(conn_id, peer, event.msg_id, event.data)
+            elif kind is MessageCompleted:
+                self._emit({"event": "completed", "conn": conn_id, "peer": peer, "msg": event.msg_id,
+                            "t": time.monotonic()})
+            elif kind is MessageFailed:
+                self._emit({"event": "failed", "conn": conn_id, "peer": peer, "msg": event.msg_id,
+                            "reason": event.reason, "t": time.monotonic()})
+
+    def _delivered(self, conn_id: int, peer: int, msg: int, data: bytearray) -> None:
+        verified = self._payloads.matches(peer, self._host, msg, data)
+        now = time.monotonic()
+        self._emit({"event": "delivered", "conn": conn_id, "peer": peer, "msg": msg, "bytes": len(data),
+                    "verified": verified, "t": now})
+        if verified:
+            self.counters["bytes_verified"] += len(data)
+        else:
+            self.counters["verify_failures"] += 1
+            self._emit({"event": "failed", "conn": conn_id, "peer": peer, "msg": msg,
+                        "reason": "payload_mismatch", "t": now})
+
+    def stats(self) -> dict:
+        """Counters summed over connections, EV states and last DATA send per (peer, EV) of sending ones."""
+        totals: dict[str, int] = {}
+        ev_states = {state.name: 0 for state in EvState}
+        last_send: dict[str, dict[str, float]] = {}
+        rtts = []
+        for link in self._links.values():
+            conn = link.conn
+            for name, value in conn.counters.as_dict().items():
+                totals[name] = totals.get(name, 0) + value
+            if not link.sending:
+                continue
+            per_ev = last_send.setdefault(str(link.peer), {})
+            for ev in link.evs:
+                ev_states[conn.ev_state(ev).name] += 1
+                t = conn.ev_last_send(ev)
+                if t is not None and t > per_ev.get(str(ev), 0.0):
+                    per_ev[str(ev)] = t
+            if conn.srtt is not None:
+                rtts.append(conn.srtt)
+        own = self.counters
+        counters = {
+            "data_sent": totals.get("data_sent", 0),
+            "retransmitted": totals.get("retransmitted", 0),
+            "trimmed": totals.get("trimmed", 0),
+            "timeouts": totals.get("timeouts", 0),
+            "nacks": totals.get("nacks", 0),
+            "probes": totals.get("probes", 0),
+            "bytes_sent": own["bytes_sent"],
+            "bytes_delivered": totals.get("bytes_delivered", 0),
+            "bytes_verified": own["bytes_verified"],
+            "messages_sent": own["messages_sent"],
+            "messages_completed": totals.get("messages_completed", 0),
+            "messages_failed": (totals.get("messages_failed", 0) + totals.get("digest_failures", 0)
+                                + own["verify_failures"]),
+            "wire_payload_bytes": totals.get("bytes_sent", 0),
+        }
+        for name in ("lost", "ev_retired", "ev_restored", "skips", "duplicates", "malformed", "digest_failures"):
+            counters[name] = totals.get(name, 0)
+        for name in ("verify_failures", "send_retries", "socket_errors", "strangers"):
+            counters[name] = own[name]
+        return {"counters": counters, "ev_states": ev_states, "last_send": last_send,
+                "base_rtt_s": min(rtts) if rtts else None}
+
+    def close(self) -> None:
+        if self._reactor is not None:
+            self._reactor.remove_reader(self._sock)
+            self._reactor.remove_writer(self._sock)
+        self._sock.close()
+
+    # -- internals -------------------------------------------------------------------------------------
+
+    def _link(self, peer: int, conn_id: int) -> _Link:
+        key = (peer, conn_id)
+        link = self._links.get(key)
+        if link is None:
+            evs = self._evs_for(peer, conn_id)
+            conn = Connection(conn_id, evs, self._plane_of, self._config)
+            link = self._links[key] = _Link(peer, conn, evs)
+        return link
+
+    def _evs_for(self, peer: int, conn_id: int) -> list[int]:
+        """Every EV of the pool; in single-path mode the one a flow hash of (src, dst, conn) picks."""
+        pool = self._ev_pool
+        if self._config.single_path:
+            return [pool[flow_hash(self._host, peer, conn_id) % len(pool)]]
+        return pool
+
+    def _plane_of(self, ev: int) -> int:
+        return self._plan.ev_path(ev)[0]
+
+    def _address(self, link: _Link, ev: int) -> tuple:
+        addr = link.addrs.get(ev)
+        if addr is None:
+            addr = link.addrs[ev] = (str(self._plan.ev_address(self._host, link.peer, ev)), MRC_UDP_PORT, 0, 0)
+        return addr
+
+    def _learn_source(self, address: str) -> int:
+        """The peer host behind a source address ``fcbb:<plane>:<host uSID>::``; -1 if it is none of ours."""
+        try:
+            plane, usids = decode(address)
+        except ValueError:
+            usids = ()
+            plane = -1
+        peer = usids[0] - HOST_BASE if len(usids) == 1 else -1
+        if not (0 <= plane < self._plan.planes and 0 <= peer < self._plan.hosts and peer != self._host):
+            peer = -1
+        self._sources[address] = peer
+        return peer
+
+    def _mark(self, link: _Link) -> None:
+        if not link.queued:
+            link.queued = True
+            self._dirty.append(link)
+
+
+def configure(options: dict, mtu: int, single_path: bool) -> TransportConfig:
+    """The transport's configuration: the scenario's options, ``mss`` filling the MTU unless set."""
+    config = TransportConfig.from_options({"mss": mss_for_mtu(mtu), **options})
+    if config.mss > mss_for_mtu(mtu):
+        raise ValueError(f"transport option mss={config.mss} does not fit MTU {mtu} (at most {mss_for_mtu(mtu)})")
+    return dataclasses.replace(config, single_path=True) if single_path else config

@@ -1,0 +1,288 @@
+"""Agent pieces that need no root: control parsing, payloads, the MRC datapath over an in-memory wire."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mrclab.addressing import HOST_BASE, Plan, decode
+from mrclab.agent.__main__ import parse_args, BadArguments
+from mrclab.agent.control import ProtocolError, parse_request
+from mrclab.agent.host import Agent
+from mrclab.agent.mrc import MrcDatapath, configure, mss_for_mtu
+from mrclab.agent.payload import POOL_BYTES, Payloads
+from mrclab.transport.wire import MRC_UDP_PORT
+
+from conftest import REPO
+
+PLAN = Plan(2, 2, 2, 2)
+STAT_COUNTERS = {"data_sent", "retransmitted", "trimmed", "timeouts", "nacks", "probes", "bytes_sent",
+                 "bytes_delivered", "bytes_verified", "messages_sent", "messages_completed", "messages_failed"}
+
+
+# -- control protocol ------------------------------------------------------------------------------
+
+def test_parse_request_ops():
+    assert parse_request(b'{"id": 1, "op": "ping"}') == (1, "ping", {})
+    req = parse_request('{"id": "a", "op": "post", "conn": 3, "peer": 1, "msg": 7, "size": 1048576}')
+    assert req.op == "post" and req.args == {"conn": 3, "peer": 1, "msg": 7, "size": 1048576}
+    assert parse_request('{"id": null, "op": "quit"}').op == "quit"
+
+
+@pytest.mark.parametrize("line, fragment, request_id", [
+    (b"not json", "not JSON", None),
+    (b"[1, 2]", "JSON object", None),
+    (b'{"op": "ping"}', "no 'id'", None),
+    (b'{"id": 4, "op": "dance"}', "unknown op 'dance'", 4),
+    (b'{"id": 5, "op": "post", "conn": 1, "peer": 1, "msg": 1}', "'size'", 5),
+    (b'{"id": 6, "op": "post", "conn": 1, "peer": -1, "msg": 1, "size": 1}', "'peer'", 6),
+    (b'{"id": 7, "op": "post", "conn": 1, "peer": true, "msg": 1, "size": 1}', "'peer'", 7),
+    (b'{"id": 8, "op": "ping", "extra": 1}', "'extra'", 8),
+])
+def test_parse_request_rejects(line, fragment, request_id):
+    with pytest.raises(ProtocolError) as err:
+        parse_request(line)
+    assert fragment in str(err.value)
+    assert err.value.request_id == request_id
+
+
+# -- payloads --------------------------------------------------------------------------------------------
+
+def test_payload_deterministic_and_distinct():
+    a, b = Payloads(7), Payloads(7)
+    assert a.message(0, 1, 5, 10000) == b.message(0, 1, 5, 10000)
+    variants = [a.message(0, 1, 5, 4096), a.message(0, 1, 6, 4096), a.message(1, 0, 5, 4096),
+                a.message(0, 2, 5, 4096), Payloads(8).message(0, 1, 5, 4096)]
+    for i, x in enumerate(variants):
+        for y in variants[i + 1:]:
+            words = [x[k:k + 8] != y[k:k + 8] for k in range(0, 4096, 8)]
+            assert all(words), "two messages share an 8-byte word"
+
+
+def test_payload_sizes_and_matches():
+    p = Payloads(1)
+    for size in (0, 1, 7, 8, 9, 8904, POOL_BYTES, POOL_BYTES + 13, 3 * POOL_BYTES):
+        data = p.message(2, 3, 9, size)
+        assert len(data) == size
+        assert p.matches(2, 3, 9, bytearray(data))
+    big = p.message(2, 3, 9, 2 * POOL_BYTES)
+    assert big[:POOL_BYTES] != big[POOL_BYTES:]  # a misplacement by a pool length is caught too
+    data = bytearray(p.message(2, 3, 9, 20000))
+    data[12345] ^= 1
+    assert not p.matches(2, 3, 9, data)
+    assert not p.matches(2, 3, 10, p.message(2, 3, 9, 20000))
+    assert p.message(0, 1, 1, 16)[:8] != p.message(0, 1, 1, 16)[8:]
+    with pytest.raises(ValueError):
+        p.message(0, 1, 1, -1)
+
+
+# -- the MRC datapath over an in-memory wire ---------------------------------------------------------------
+
+class FakeSocket:
+    """What MrcDatapath uses of a UDP socket; sendto hands the datagram to the wire."""
+
+    def __init__(self, wire, host):
+        self.wire, self.host, self.inbox = wire, host, []
+
+    def sendto(self, datagram, addr):
+        self.wire.carry(self.host, bytes(datagram), addr)
+
+    def recvfrom(self, _size):
+        if not self.inbox:
+            raise BlockingIOError
+        return self.inbox.pop(0)
+
+    def close(self):
+        pass
+
+
+class Wire:
+    """Delivers as the fabric would: to the host the path address ends in, from the sender's plane address."""
+
+    def __init__(self, plan, drop=lambda plane, spine: False):
+        self.plan, self.sockets, self.drop, self.paths = plan, {}, drop, set()
+
+    def carry(self, src, datagram, addr):
+        plane, usids = decode(addr[0])
+        assert addr[1] == MRC_UDP_PORT and len(usids) == 4
+        dst = usids[3] - HOST_BASE
+        spine = usids[1] - 0x2000
+        self.paths.add((src, dst, plane, spine))
+        if not self.drop(plane, spine):
+            self.sockets[dst].inbox.append((datagram, (str(self.plan.host_address(plane, src)), MRC_UDP_PORT, 0, 0)))
+
+
+def make_pair(options=None, single_path=False, drop=lambda plane, spine: False, mtu=9000):
+    wire = Wire(PLAN, drop)
+    events = {0: [], 3: []}
+    config = configure(options or {}, mtu, single_path)
+    dps = {}
+    for host in (0, 3):
+        sock = wire.sockets[host] = FakeSocket(wire, host)
+        dps[host] = MrcDatapath(sock, PLAN, host, config, Payloads(11), events[host].append)
+    return wire, dps, events
+
+
+def run_until(dps, done, limit=20.0):
+    deadline = time.monotonic() + limit
+    while not done():
+        assert time.monotonic() < deadline, "exchange did not finish"
+        for dp in dps.values():
+            dp.on_readable()
+            dp.tick(time.monotonic())
+
+
+def test_mrc_datapath_moves_and_verifies_messages():
+    wire, dps, events = make_pair()
+    sizes = {1: 1 << 20, 2: 12345, 3: 0}
+    for msg, size in sizes.items():
+        dps[0].post(9, 3, msg, size)
+    dps[3].post(9, 0, 50, 70000)  # the same connection, the other way
+    run_until(dps, lambda: sum(e["event"] == "completed" for e in events[0]) == 3
+              and any(e["event"] == "completed" for e in events[3]))
+    run_until(dps, lambda: sum(e["event"] == "delivered" for e in events[3]) == 3)
+    delivered = {e["msg"]: e for e in events[3] if e["event"] == "delivered"}
+    assert {m: (e["bytes"], e["verified"], e["peer"], e["conn"]) for m, e in delivered.items()} == \
+        {m: (s, True, 0, 9) for m, s in sizes.items()}
+    assert not [e for e in events[0] + events[3] if e["event"] == "failed"]
+    stats = dps[0].stats()
+    assert set(stats) == {"counters", "ev_states", "last_send", "base_rtt_s"}
+    assert STAT_COUNTERS <= set(stats["counters"])
+    assert stats["counters"]["bytes_sent"] == sum(sizes.values())
+    assert stats["counters"]["messages_sent"] == 3 and stats["counters"]["messages_completed"] == 3
+    assert dps[3].stats()["counters"]["bytes_verified"] == sum(sizes.values())
+    assert stats["base_rtt_s"] is not None and stats["base_rtt_s"] > 0
+    # 1 MiB over 64 EVs: every EV carried data, and every one of the 4 paths both ways
+    assert len(stats["last_send"]["3"]) == configure({}, 9000, False).ev_count
+    assert {(s, d) for s, d, _, _ in wire.paths} == {(0, 3), (3, 0)}
+    assert len(wire.paths) == 2 * PLAN.paths_per_pair
+    assert sum(stats["ev_states"].values()) == len(stats["last_send"]["3"])
+    json.dumps(stats)
+
+
+def test_mrc_datapath_packets_fill_the_mtu():
+    wire, dps, events = make_pair(mtu=1500)
+    sizes = []
+    wire.carry, carry = (lambda src, d, addr: (sizes.append(len(d)), carry(src, d, addr))), wire.carry
+    dps[0].post(1, 3, 1, 100000)
+    run_until(dps, lambda: any(e["event"] == "completed" for e in events[0]))
+    assert max(sizes) == 1500 - 48 == mss_for_mtu(1500) + 48
+
+
+def test_mrc_datapath_single_path_uses_one_path():
+    wire, dps, events = make_pair(single_path=True)
+    dps[0].post(4, 3, 1, 300000)
+    run_until(dps, lambda: any(e["event"] == "completed" for e in events[0]))
+    assert len({p for p in wire.paths if p[0] == 0}) == 1
+    assert len(dps[0].stats()["last_send"]["3"]) == 1
+
+
+def test_mrc_datapath_reports_ev_retirement_when_a_path_dies():
+    wire, dps, events = make_pair(drop=lambda plane, spine: (plane, spine) == (1, 0))
+    dps[0].post(2, 3, 1, 2 << 20)
+    run_until(dps, lambda: any(e["event"] == "completed" for e in events[0]))
+    bad = [e for e in events[0] if e["event"] == "ev_state" and e["new"] == "ASSUMED_BAD"]
+    assert bad and all(PLAN.ev_path(e["ev"]) == (1, 0) for e in bad)
+    assert {"peer", "ev", "old", "new", "t", "conn"} <= set(bad[0])
+    assert dps[0].stats()["ev_states"]["ASSUMED_BAD"] >= 1
+    assert all(e["verified"] for e in events[3] if e["event"] == "delivered")
+
+
+def test_mrc_datapath_flags_a_payload_mismatch():
+    wire, dps, events = make_pair()
+    dps[3]._payloads = Payloads(12)  # the receiver expects another seed's bytes
+    dps[0].post(1, 3, 1, 5000)
+    run_until(dps, lambda: any(e["event"] == "delivered" for e in events[3]))
+    assert [e["verified"] for e in events[3] if e["event"] == "delivered"] == [False]
+    assert [e["reason"] for e in events[3] if e["event"] == "failed"] == ["payload_mismatch"]
+    counters = dps[3].stats()["counters"]
+    assert counters["bytes_verified"] == 0 and counters["messages_failed"] == 1
+
+
+def test_mrc_datapath_rejects_bad_posts():
+    _, dps, _ = make_pair()
+    for peer in (0, 4):
+        with pytest.raises(ValueError):
+            dps[0].post(1, peer, 1, 10)
+    dps[0].post(1, 3, 1, 10)
+    with pytest.raises(ValueError):
+        dps[0].post(1, 3, 1, 10)  # still in flight
+
+
+def test_strangers_are_counted_not_fatal():
+    _, dps, _ = make_pair()
+    dps[0]._sock.inbox += [(b"\x01" * 60, ("fcbb:0:4007::", MRC_UDP_PORT, 0, 0)),
+                           (b"\x01" * 60, ("fd00::1", MRC_UDP_PORT, 0, 0)),
+                           (b"\x01\x02", (str(PLAN.host_address(0, 3)), MRC_UDP_PORT, 0, 0))]
+    dps[0].on_readable()
+    assert dps[0].stats()["counters"]["strangers"] == 3
+
+
+# -- the agent's request handling ------------------------------------------------------------------------
+
+class FakeLog:
+    def __init__(self):
+        self.records = []
+
+    def write(self, kind, **fields):
+        self.records.append((kind, fields))
+
+
+class FakeReactor:
+    stop_reason = None
+
+    def stop(self, reason):
+        self.stop_reason = reason
+
+
+def test_agent_handles_requests():
+    _, dps, _ = make_pair()
+    log, reactor = FakeLog(), FakeReactor()
+    agent = Agent(0, reactor, control=None, log=log)
+    agent.datapath = dps[0]
+    ping = agent.handle(b'{"id": 1, "op": "ping"}')
+    assert ping["ok"] and ping["host"] == 0 and ping["id"] == 1 and ping["pid"] > 0
+    assert agent.handle(b'{"id": 2, "op": "post", "conn": 1, "peer": 3, "msg": 1, "size": 10}') == {"id": 2, "ok": True}
+    bad = agent.handle(b'{"id": 3, "op": "post", "conn": 1, "peer": 9, "msg": 1, "size": 10}')
+    assert bad["id"] == 3 and not bad["ok"] and "peer 9" in bad["error"]
+    assert agent.handle(b"{") == {"id": None, "ok": False, "error": agent.handle(b"{")["error"]}
+    stats = agent.handle(b'{"id": 4, "op": "stats"}')
+    assert stats["ok"] and {"counters", "ev_states", "last_send", "base_rtt_s", "cpu_s"} <= set(stats)
+    assert STAT_COUNTERS <= set(stats["counters"])
+    assert json.loads(json.dumps(stats)) == stats
+    assert agent.handle(b'{"id": 5, "op": "quit"}') == {"id": 5, "ok": True} and reactor.stop_reason == "quit"
+    assert [f.get("op") for k, f in log.records if k == "request"] == ["ping", "post", "post", None, None, "stats",
+                                                                      "quit"]
+
+
+# -- command line ------------------------------------------------------------------------------------------
+
+BASE = ["--host", "1", "--planes", "2", "--leaves", "2", "--spines", "2", "--hosts-per-leaf", "2",
+        "--control", "/nonexistent/c", "--log", "/nonexistent/l"]
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (["--host", "4"], "--host 4"),
+    (["--planes", "0"], "planes"),
+    (["--transport", "udp"], "--transport"),
+    (["--options", "[1]"], "JSON object"),
+    (["--options", "{"], "not JSON"),
+    (["--mtu", "100"], "--mtu"),
+])
+def test_bad_arguments(change, fragment):
+    with pytest.raises(BadArguments) as err:
+        parse_args(BASE + change)
+    assert fragment in str(err.value)
+
+
+def test_bad_arguments_exit_2_with_one_line(tmp_path):
+    for extra in (["--host", "9"], ["--options", '{"bogus": 1}'], ["--transport", "tcp", "--options", '{"x": 1}']):
+        argv = BASE[:-4] + ["--control", str(tmp_path / "c"), "--log", str(tmp_path / "l")] + extra
+        proc = subprocess.run([sys.executable, "-m", "mrclab.agent", *argv], cwd=REPO, capture_output=True, text=True,
+                              timeout=30)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("mrclab.agent: "), proc.stderr
+        assert not (tmp_path / "c").exists()
