@@ -18,7 +18,7 @@ from rich.table import Table
 
 from . import check as check_mod
 from . import runstate
-from .errors import EnvironmentNotReady, MrclabError, UsageError
+from .errors import EnvironmentNotReady, ExpectationFailed, MrclabError, UsageError
 from .spec import topology as topology_mod
 
 out = Console(highlight=False)
@@ -157,6 +157,38 @@ def print_summary(doc: dict, target: Path) -> None:
     if doc["expectations"]:
         out.print(checks)
     out.print(f"results in {target}/")
+
+
+@topo.command("verify")
+@click.argument("file")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def topo_verify(file: str, as_json: bool) -> None:
+    """Build the fabric, probe every (src, dst, plane, spine) path, check each arrives through its spine, tear down."""
+    from .fabric.verify import verify_topology
+
+    t = topology_mod.load(file)
+    require_environment()
+    doc = verify_topology(t)
+    if as_json:
+        emit_json(doc)
+    else:
+        timings = doc["timings_s"]
+        table = Table(title=f"{t.name}: {doc['ok_paths']}/{doc['paths']} paths ok",
+                      caption=f"{doc['datapath']} datapath; build {timings['build']:.1f}s, "
+                              f"verify {timings['verify']:.1f}s, teardown {timings['teardown']:.1f}s")
+        for column in ("spine", "paths", "arrived", "through spine, ok"):
+            table.add_column(column, justify="right")
+        for row in doc["spines"]:
+            colour = "green" if row["ok"] == row["paths"] else "red"
+            table.add_row(row["spine"], str(row["paths"]), str(row["arrived"]), f"[{colour}]{row['ok']}[/]")
+        out.print(table)
+        for f in doc["failed"][:20]:
+            why = "did not arrive" if not f["arrived"] else "spine counters disagree"
+            out.print(f"[red]FAIL[/] {f['src']} -> {f['dst']} plane {f['plane']} via {f['spine']} ({f['address']}): {why}")
+        if len(doc["failed"]) > 20:
+            out.print(f"... and {len(doc['failed']) - 20} more (--json lists them all)")
+    if not doc["ok"]:
+        raise ExpectationFailed(f"{doc['paths'] - doc['ok_paths']} of {doc['paths']} paths failed verification")
 
 
 @cli.command()

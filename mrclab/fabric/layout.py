@@ -19,6 +19,7 @@ from typing import Any
 from ..spec.topology import Topology, parse_node
 
 IFNAMSIZ = 15
+GROUP_BASE = 0x6D000000  # "m" and 24 bits of run id: no other software uses these device groups
 GATEWAY_IP = "fe80::1"            # every host's next hop on every plane; a permanent neighbour entry
 GATEWAY_MAC = "02:00:00:00:00:01"  # leaves match on the IPv6 destination only, so this is never looked up
 
@@ -79,6 +80,17 @@ class Layout:
     topology: dict[str, Any]
     switches: dict[str, SwitchLayout]
     hosts: dict[str, HostLayout]
+
+    @property
+    def link_group(self) -> int:
+        """The iproute2 device group of this run's root-namespace interfaces, derived from its prefix.
+
+        Deleting a whole group is one kernel batch (one RCU grace period instead of one per veth:
+        ~30 ms instead of ~2 s for 200 interfaces); see `ovs.delete_group`."""
+        index = 0
+        for ch in self.prefix[1:]:
+            index = index * 36 + int(ch, 36)
+        return GROUP_BASE + index
 
     def port(self, switch: str, peer: str) -> Port:
         return self.switches[switch].ports[peer]

@@ -154,7 +154,7 @@ class Fabric:
         lines = []
         for ifname in self.layout.switch_ifnames:
             Path(f"/proc/sys/net/ipv6/conf/{ifname}/disable_ipv6").write_text("1")
-            lines.append(f"link set dev {ifname} mtu {self.topology.mtu} up")
+            lines.append(f"link set dev {ifname} group {self.layout.link_group} mtu {self.topology.mtu} up")
         ovs.ip_batch(lines)
         outputs = self._in_parallel({self.hosts[name]: hostconf.nic_script(host, self.topology.mtu)
                                      for name, host in self.layout.hosts.items()})
@@ -241,9 +241,10 @@ class Fabric:
                 self.controller.stop()
             if self.egress is not None:
                 self.egress.close()
+            if not ovs.delete_group(self.layout.link_group, self.state.prefix):
+                ovs.ip_batch([f"link del dev {name}" for name in self.layout.switch_ifnames
+                              if Path(f"/sys/class/net/{name}").exists()])
             ovs.del_bridges(self.layout.bridges)
-            ovs.ip_batch([f"link del dev {name}" for name in self.layout.switch_ifnames
-                          if Path(f"/sys/class/net/{name}").exists()])
             for node in [*self.switches.values(), *self.hosts.values()]:
                 node.terminate()
             if self.owns_state:

@@ -41,6 +41,22 @@ def ip_batch(lines: list[str]) -> None:
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def delete_group(group: int, prefix: str) -> bool:
+    """Delete every root-namespace interface of device `group` in one kernel batch.
+
+    Refuses (returns False, deletes nothing) if any member lacks `prefix`: the group is
+    derived from the run's prefix, so such a member belongs to someone else.
+    """
+    out = subprocess.run(["ip", "-o", "link", "show", "group", str(group)], capture_output=True, text=True).stdout
+    names = [line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line]
+    if any(not name.startswith(prefix) for name in names):
+        return False
+    if names:
+        subprocess.run(["ip", "link", "del", "group", str(group)], check=False,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return True
+
+
 def _dump_start(bridge: str, spec: str = "") -> subprocess.Popen:
     cmd = ["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge] + ([spec] if spec else [])
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

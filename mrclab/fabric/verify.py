@@ -1,0 +1,193 @@
+"""Prove that every (src, dst, plane, spine) path of a built fabric delivers, through the spine it names.
+
+One process does it all: it opens a UDP socket inside every host's network namespace
+(``setns`` on the calling thread, then straight back), so no helper process starts per
+host. Probes go out in one batch per spine index: batch i sends, from every host to
+every other host on every plane, a datagram to ``plan.path_address(src, dst, plane, i)``.
+A path passes when (a) its probe arrived at dst, addressed to dst's own address on that
+plane (the receiver reads the destination from IPV6_PKTINFO), and (b) during its batch
+the table-0 uSID flow of spine p<k>s<i> counted between "arrived" and "sent" packets of
+plane k while every other spine of plane k counted none. A probe can only reach a host
+after each switch on its way matched its own uSID, and (b) shows which spine that was,
+so spine counters are read once per batch (one ``ovs-ofctl`` per spine, in parallel)
+rather than once per path.
+"""
+from __future__ import annotations
+
+import ctypes
+import ipaddress
+import os
+import select
+import socket
+import subprocess
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+
+from ..controller.flows import COOKIE_SHIFT
+from . import ovs
+
+REVALIDATOR_INTERVAL = 1.0  # s: OVS's default max-revalidator (500 ms) with a margin
+PORT = 4791  # any port: the sockets live in the fabric's namespaces only
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+@dataclass(frozen=True)
+class PathResult:
+    src: str
+    dst: str
+    plane: int
+    spine: str
+    address: str
+    arrived: bool
+    through_spine: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.arrived and self.through_spine
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "ok": self.ok}
+
+
+@contextmanager
+def _netns(pid: int):
+    """Run the body in `pid`'s network namespace (this thread only), then return to our own."""
+    own = os.open("/proc/self/ns/net", os.O_RDONLY)
+    target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    try:
+        if _libc.setns(target, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into the namespace of pid {pid}")
+        try:
+            yield
+        finally:
+            if _libc.setns(own, CLONE_NEWNET) != 0:  # cannot happen; carrying on in a host netns would be worse
+                os._exit(70)
+    finally:
+        os.close(own)
+        os.close(target)
+
+
+def _host_sockets(pid: int) -> tuple[socket.socket, socket.socket]:
+    with _netns(pid):
+        sender = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        receiver = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        receiver.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVPKTINFO, 1)
+        receiver.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        receiver.bind(("::", PORT))
+        receiver.setblocking(False)
+    return sender, receiver
+
+
+def _spine_counts(bridges: dict[str, str]) -> dict[str, int]:
+    """Packets each spine's own-uSID (table 0) flow has matched so far.
+
+    OVS credits datapath-flow hits to OpenFlow rules in its revalidator rounds (every
+    500 ms by default), so wait for one round first; `revalidator/wait` refuses when
+    OVS runs both datapaths at once, and then a full interval is waited out instead.
+    """
+    if subprocess.run(["ovs-appctl", "revalidator/wait"], capture_output=True).returncode != 0:
+        time.sleep(REVALIDATOR_INTERVAL)
+    flows = ovs.dump_flows(list(bridges.values()), f"cookie={COOKIE_SHIFT:#x}/-1")
+    return {name: sum(f.n_packets for f in flows[bridge]) for name, bridge in bridges.items()}
+
+
+def verify_paths(fabric, timeout: float = 1.0) -> list[PathResult]:
+    """Probe every path of a built `Fabric`; `timeout` is how long a batch waits for missing probes."""
+    t, lay = fabric.topology, fabric.layout
+    plan = t.plan
+    spines = {name: lay.switches[name].bridge for name in t.spine_names}
+    sockets = {n: _host_sockets(fabric.host(f"h{n}").pid) for n in range(t.hosts)}
+    own_address = {(k, n): ipaddress.IPv6Address(plan.host_address(k, n)) for k in range(t.planes)
+                   for n in range(t.hosts)}
+    results = []
+    try:
+        before = _spine_counts(spines)
+        for i in range(t.spines):
+            expected = {}
+            for src in range(t.hosts):
+                for dst in range(t.hosts):
+                    if src == dst:
+                        continue
+                    for k in range(t.planes):
+                        address = plan.path_address(src, dst, k, i)
+                        expected[(src, dst, k)] = str(address)
+                        sockets[src][0].sendto(f"{src} {dst} {k} {i}".encode(), (str(address), PORT))
+            arrived = _receive(sockets, own_address, i, len(expected), timeout)
+            after = _spine_counts(spines)
+            counted = {name: after[name] - before[name] for name in spines}
+            before = after
+            for k in range(t.planes):
+                sent_k = sum(1 for key in expected if key[2] == k)
+                arrived_k = sum(1 for key in arrived if key[2] == k)
+                others_quiet = all(counted[f"p{k}s{s}"] == 0 for s in range(t.spines) if s != i)
+                through = others_quiet and arrived_k <= counted[f"p{k}s{i}"] <= sent_k
+                results += [PathResult(f"h{src}", f"h{dst}", k, f"p{k}s{i}", address, (src, dst, k) in arrived,
+                                       through)
+                            for (src, dst, kk), address in expected.items() if kk == k]
+    finally:
+        for sender, receiver in sockets.values():
+            sender.close()
+            receiver.close()
+    return results
+
+
+def _receive(sockets, own_address, spine: int, wanted: int, timeout: float) -> set[tuple[int, int, int]]:
+    """Collect this batch's probes until all are in or `timeout` passes without a new one."""
+    by_fd = {receiver.fileno(): (n, receiver) for n, (_, receiver) in sockets.items()}
+    poller = select.poll()
+    for fd in by_fd:
+        poller.register(fd, select.POLLIN)
+    arrived: set[tuple[int, int, int]] = set()
+    deadline = time.monotonic() + timeout
+    while len(arrived) < wanted:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        for fd, _ in poller.poll(remaining * 1000):
+            n, receiver = by_fd[fd]
+            while True:
+                try:
+                    data, ancdata, _, _ = receiver.recvmsg(256, socket.CMSG_SPACE(20))
+                except BlockingIOError:
+                    break
+                src, dst, k, i = (int(x) for x in data.split())
+                to = next((ipaddress.IPv6Address(d[:16]) for level, kind, d in ancdata
+                           if level == socket.IPPROTO_IPV6 and kind == socket.IPV6_PKTINFO), None)
+                if dst == n and i == spine and to == own_address[(k, n)]:
+                    arrived.add((src, dst, k))
+                    deadline = time.monotonic() + timeout
+    return arrived
+
+
+def summary(results: list[PathResult]) -> dict:
+    """Counts per (plane, spine) and the failed paths: what a table or a JSON document shows."""
+    per_spine: dict[str, dict] = {}
+    for r in results:
+        row = per_spine.setdefault(r.spine, {"spine": r.spine, "paths": 0, "ok": 0, "arrived": 0})
+        row["paths"] += 1
+        row["ok"] += r.ok
+        row["arrived"] += r.arrived
+    return {"paths": len(results), "ok_paths": sum(r.ok for r in results),
+            "spines": list(per_spine.values()), "failed": [r.to_dict() for r in results if not r.ok]}
+
+
+
+def verify_topology(topology, timeout: float = 1.0) -> dict:
+    """Build the fabric, probe every path, tear it down: the `mrclab topo verify` document, with timings."""
+    from .net import Fabric
+
+    started = time.monotonic()
+    fabric = Fabric(topology)
+    with fabric:
+        built = time.monotonic()
+        results = verify_paths(fabric, timeout)
+        verified = time.monotonic()
+        controller = fabric.controller_stats()
+    done = time.monotonic()
+    doc = summary(results)
+    return {"topology": topology.name, "ok": doc["ok_paths"] == doc["paths"], "datapath": fabric.datapath,
+            "run_id": fabric.state.run_id, **doc, "controller": controller,
+            "timings_s": {"build": round(built - started, 3), "verify": round(verified - built, 3),
+                          "teardown": round(done - verified, 3), "total": round(done - started, 3)}}
