@@ -159,6 +159,8 @@ class Egress:
                netns_pid: int | None = None) -> None:
         """Shape ``ifname`` (in ``netns_pid``'s network namespace, else the root one) and run the program on it."""
         port = self._ports.get(ifname)
+        # HTB and clsact cannot be changed in place: a second attach starts from scratch.
+        again = [] if port is None else [f"qdisc del dev {ifname} root", f"qdisc del dev {ifname} clsact"]
         if port is None:
             if len(self._ports) >= MAX_PORTS - 1:
                 raise RuntimeError(f"more than {MAX_PORTS - 1} egress ports in one run")
@@ -169,7 +171,7 @@ class Egress:
         self._write_cfg(port)  # before the filter exists, so its first packet sees the config
         self._ports[ifname] = port
         limit = 4 * (queue_bytes + mtu)  # HTB's own fifos: never the ones that drop
-        self._tc(port, [f"qdisc replace dev {ifname} root handle 1: htb default 20",
+        self._tc(port, [*again, f"qdisc replace dev {ifname} root handle 1: htb default 20",
                         *self._htb_classes("replace", ifname, rate_bps, mtu),
                         f"qdisc replace dev {ifname} parent 1:10 handle 10: bfifo limit {limit}",
                         f"qdisc replace dev {ifname} parent 1:20 handle 20: bfifo limit {limit}",

@@ -137,7 +137,9 @@ static __always_inline int trim(struct __sk_buff *skb)
 SEC("tc")
 int egress(struct __sk_buff *skb)
 {
-	__u32 port = skb->tc_classid, len = skb->len;
+	// A TCP sender hands over GSO super-packets, segmented only after the qdisc: count their
+	// segments and their wire length (the bytes HTB charges), not the skb.
+	__u32 port = skb->tc_classid, len = skb->wire_len, segs = skb->gso_segs ?: 1;
 	struct port_cfg *c = bpf_map_lookup_elem(&cfg, &port);
 	struct port_queue *q = bpf_map_lookup_elem(&queue, &port);
 	struct port_stats *s = bpf_map_lookup_elem(&stats, &port);
@@ -145,14 +147,14 @@ int egress(struct __sk_buff *skb)
 	__u64 now, elapsed, drained;
 	int trimmable;
 
-	if (!c || !q || !s || !c->rate_bytes_per_s)
-		return TC_ACT_OK;  // not a configured port: leave it alone
+	if (!c || !q || !s || !c->rate_bytes_per_s || skb->priority == PRIO_TRIMMED)
+		return TC_ACT_OK;  // not a configured port, or a packet this program trimmed already
 	if (c->blackhole) {
-		s->blackhole_drops++;
+		s->blackhole_drops += segs;
 		return TC_ACT_SHOT;
 	}
 	if (c->loss_threshold && bpf_get_prandom_u32() < c->loss_threshold) {
-		s->loss_drops++;
+		s->loss_drops += segs;
 		return TC_ACT_SHOT;
 	}
 	trimmable = c->trim && is_mrc_data(skb);
@@ -176,18 +178,20 @@ int egress(struct __sk_buff *skb)
 	bpf_spin_unlock(&q->lock);
 
 	if (v == TRIM && trim(skb) == 0) {
-		skb->priority = PRIO_TRIMMED;
 		s->trims++;
 		s->tx_packets++;
 		s->tx_bytes += TRIMMED_LEN;
-		return TC_ACT_OK;
+		// The qdisc layer took the packet's length before this hook ran; sending it round
+		// again makes HTB charge the trimmed size, not the original.
+		skb->priority = PRIO_TRIMMED;
+		return bpf_redirect(skb->ifindex, 0);
 	}
 	if (v != PASS) {
-		s->drops++;
+		s->drops += segs;
 		return TC_ACT_SHOT;
 	}
 	skb->priority = PRIO_BULK;
-	s->tx_packets++;
+	s->tx_packets += segs;
 	s->tx_bytes += len;
 	return TC_ACT_OK;
 }
