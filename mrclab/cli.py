@@ -159,6 +159,41 @@ def print_summary(doc: dict, target: Path) -> None:
     out.print(f"results in {target}/")
 
 
+@cli.command()
+@click.argument("run_dir", metavar="DIR")
+def report(run_dir: str) -> None:
+    """Write DIR/report.html (self-contained) and the PNG plots of one run into DIR."""
+    from .report import write_report
+
+    written = write_report(run_dir)
+    for title, why in written.missing.items():
+        err.print(f"not drawn: {title}: {why}", soft_wrap=True)
+    out.print(f"report: {written.html}  ({len(written.pngs)} plots: {', '.join(p.name for p in written.pngs)})",
+              soft_wrap=True)
+
+
+@cli.command()
+@click.argument("run_dirs", metavar="DIR...", nargs=-1, required=True)
+@click.option("--out", "plot_file", default="compare.png", show_default=True, type=click.Path(dir_okay=False),
+              help="Where to write the comparison plot (PNG).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def compare(run_dirs: tuple[str, ...], plot_file: str, as_json: bool) -> None:
+    """Side-by-side table of runs (worst of each row in red), and a comparison plot."""
+    from .report import compare as compare_mod
+    from .report.plots import save
+
+    runs = compare_mod.load_all(list(run_dirs))
+    target = Path(plot_file)
+    if not target.parent.is_dir():
+        raise UsageError(f"--out {target}: directory {target.parent} does not exist")
+    save(compare_mod.figure(runs), target)
+    if as_json:
+        emit_json(compare_mod.document(runs, target))
+    else:
+        out.print(compare_mod.table(runs))
+        out.print(f"plot: {target}", soft_wrap=True)
+
+
 @topo.command("verify")
 @click.argument("file")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")

@@ -1,0 +1,73 @@
+"""`mrclab report DIR`: the plots of one run as PNG files in DIR and one self-contained DIR/report.html.
+
+Which pictures a report holds, and in what order, is decided here; how each is drawn
+lives in `plots`, how the page is laid out in `html`.
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from matplotlib.figure import Figure
+
+from . import html, plots
+from .run import Run, load
+
+
+@dataclass(frozen=True)
+class PlotSpec:
+    file: str
+    title: str
+    caption: str
+    build: Callable[[Run], Figure]
+
+
+PLOTS = (
+    PlotSpec("report-step-time.png", "Step time over time",
+             "Duration of every step at its start time; dashed lines are faults, shaded spans outages.",
+             plots.step_time),
+    PlotSpec("report-link-utilisation.png", "Leaf-spine link utilisation per plane",
+             "Average load of every leaf-spine link over the workload, per direction; spraying should look "
+             "even, ECMP collisions show as hot cells. Host links are not shown.",
+             plots.link_utilisation),
+    PlotSpec("report-ev-states.png", "EV states over time",
+             "Entropy values per state, summed over all connections; triangles mark EVs retired and revived.",
+             plots.ev_states),
+    PlotSpec("report-completion-cdf.png", "Message completion times",
+             "CDF of delivered - posted for every delivered message (messages.csv).",
+             plots.completion_cdf),
+    PlotSpec("report-recovery.png", "Trims, retransmissions and timeouts over time",
+             "Per-interval rates of the senders' cumulative counters (sampled every 0.25 s).",
+             plots.recovery_counters),
+)
+
+
+@dataclass
+class Written:
+    html: Path
+    pngs: list[Path]
+    missing: dict[str, str]   # plot title -> why it was not drawn
+
+
+def write_report(run_dir: str | Path) -> Written:
+    """Draw every plot the run has data for, write each PNG and report.html into the run directory."""
+    run = load(run_dir)
+    pictures, pngs = [], []
+    for spec in PLOTS:
+        picture = html.Picture(spec.file, spec.title, spec.caption)
+        try:
+            figure = spec.build(run)
+        except plots.NoData as exc:
+            picture.missing = str(exc)
+        else:
+            buffer = io.BytesIO()
+            plots.save(figure, buffer)
+            picture.png = buffer.getvalue()
+            (run.dir / spec.file).write_bytes(picture.png)
+            pngs.append(run.dir / spec.file)
+        pictures.append(picture)
+    page = run.dir / "report.html"
+    page.write_text(html.render(run, pictures))
+    return Written(page, pngs, {p.title: p.missing for p in pictures if p.missing})

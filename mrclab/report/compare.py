@@ -1,0 +1,84 @@
+"""`mrclab compare DIR...`: several runs side by side, as a table (worst run of each row flagged) and one plot.
+
+Runs are labelled scenario · transport · routing; when two runs share a label (same
+scenario run twice, e.g. another seed) the directory name is appended so every column
+stays identifiable.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from matplotlib.figure import Figure
+from rich.markup import escape
+from rich.table import Table
+
+from . import plots, summary
+from .run import Run, load
+
+RUN_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
+
+
+def load_all(dirs: list[str]) -> list[Run]:
+    runs = [load(d) for d in dirs]
+    labels = [r.label for r in runs]
+    for run in runs:
+        if labels.count(run.label) > 1:
+            run.label_suffix = f" [{run.dir.name}]"
+    return runs
+
+
+def headlines(runs: list[Run]) -> list[dict]:
+    return [summary.headline(r) for r in runs]
+
+
+def table(runs: list[Run]) -> Table:
+    hs = headlines(runs)
+    t = Table(title="mrclab compare", show_lines=False)
+    t.add_column("metric")
+    for i, h in enumerate(hs):
+        t.add_column(escape(f"run {i + 1}\n{h['label']}"), justify="right")
+    for row in summary.ROWS:
+        worst = summary.worst_index(row, hs)
+        cells = [escape(row.text(h)) for h in hs]
+        t.add_row(row.label, *(f"[bold red]{c}[/]" if i == worst else c for i, c in enumerate(cells)))
+    t.caption = "red: the worst run on that row"
+    return t
+
+
+def figure(runs: list[Run]) -> Figure:
+    """Step time of every run on one time axis (faults dashed in the run's colour), and bars of p100 and goodput."""
+    fig = Figure(figsize=(11, 8), layout="constrained")
+    grid = fig.add_gridspec(2, 2, height_ratios=(3, 2))
+    ax = fig.add_subplot(grid[0, :])
+    span = max(plots.time_span(r) for r in runs)
+    for i, run in enumerate(runs):
+        colour = RUN_COLOURS[i % len(RUN_COLOURS)]
+        steps = run.results["steps"]
+        ax.plot([s["start_s"] for s in steps], [s["duration_s"] * 1e3 for s in steps], marker="o", ms=3, lw=1.2,
+                color=colour, label=f"run {i + 1}: {run.label}")
+        plots.mark_events(ax, run.results["events"], span, colour=colour, labels=False)
+    ax.set_xlim(0, span)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("step start (s since workload start)")
+    ax.set_ylabel("step duration (ms)")
+    ax.set_title("Step time over time (dashed: faults, shaded: outages, in each run's colour)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper right", fontsize=8)
+    hs = headlines(runs)
+    colours = [RUN_COLOURS[i % len(RUN_COLOURS)] for i in range(len(runs))]
+    names = [f"run {i + 1}" for i in range(len(runs))]
+    for col, (values, ylabel, title) in enumerate((
+            ([h["step_time_s"]["p100"] * 1e3 for h in hs], "p100 step time (ms)", "Worst step (p100)"),
+            ([h["goodput_bps"] / 1e6 for h in hs], "goodput (Mbit/s)", "Goodput"))):
+        bar_ax = fig.add_subplot(grid[1, col])
+        bars = bar_ax.bar(names, values, color=colours)
+        bar_ax.bar_label(bars, fmt="%.1f", fontsize=8)
+        bar_ax.set_ylabel(ylabel)
+        bar_ax.set_title(title)
+        bar_ax.margins(y=0.15)
+        bar_ax.grid(axis="y", alpha=0.3)
+    return fig
+
+
+def document(runs: list[Run], plot_path: Path) -> dict:
+    return {"runs": headlines(runs), "plot": str(plot_path)}

@@ -1,0 +1,87 @@
+"""The headline numbers of a run, defined once for the report's summary table and for `mrclab compare`.
+
+`headline()` is the machine-readable form (what `compare --json` prints); `ROWS` says
+how each number is labelled and shown, and which direction is worse, so compare can
+flag the worst run of each row.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .run import Run
+
+
+def worst_disruption(run: Run) -> dict:
+    """The worst avoid_s over the run's faults; a run without any (no fault, or not mrc) gets its
+    longest step instead, as a "stall", so every run has one comparable figure."""
+    r = run.results
+    measured = [e for e in r["events"] if e.get("avoid_s") is not None]
+    if measured:
+        e = max(measured, key=lambda e: e["avoid_s"])
+        return {"kind": "avoid_s", "s": e["avoid_s"], "what": f"{e['action']} {e['target']} @{e['t_s']:.2f}s"}
+    if r["steps"]:
+        s = max(r["steps"], key=lambda s: s["duration_s"])
+        return {"kind": "stall", "s": s["duration_s"], "what": f"step {s['index']} @{s['start_s']:.2f}s"}
+    return {"kind": "stall", "s": None, "what": "no step finished"}
+
+
+def headline(run: Run) -> dict:
+    r, s = run.results, run.results["summary"]
+    st = s["step_time_s"]
+    return {
+        "dir": str(run.dir), "label": run.label, "scenario": run.name, "transport": r["transport"],
+        "routing": r["routing"], "steps": len(r["steps"]),
+        "step_time_s": {k: st[k] for k in ("p50", "p99", "p100")},
+        "p100_over_p50": round(st["p100"] / st["p50"], 3) if st["p50"] else None,
+        "goodput_bps": s["goodput_bps"], "goodput_fraction": s["goodput_fraction"],
+        "failed_messages": s["messages"]["failed"],
+        "worst_disruption": worst_disruption(run),
+        "flow_mods_after_boot": r["controller"]["flow_mods_after_boot"],
+        "fidelity_ok": r["fidelity"]["ok"],
+        "expectations_ok": all(c["ok"] for c in r["expectations"]),
+    }
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    value: Callable[[dict], Any]       # headline -> comparable value (None: not known)
+    text: Callable[[dict], str]        # headline -> what the table shows
+    worse: str | None                  # "high", "low" or None (not ranked)
+
+
+def _ms(seconds) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.1f} ms"
+
+
+def _disruption(h: dict) -> str:
+    d = h["worst_disruption"]
+    return "-" if d["s"] is None else f"{d['kind']} {_ms(d['s'])} ({d['what']})"
+
+
+ROWS = (
+    Row("steps", lambda h: h["steps"], lambda h: str(h["steps"]), None),
+    Row("step time p50", lambda h: h["step_time_s"]["p50"], lambda h: _ms(h["step_time_s"]["p50"]), "high"),
+    Row("step time p99", lambda h: h["step_time_s"]["p99"], lambda h: _ms(h["step_time_s"]["p99"]), "high"),
+    Row("step time p100", lambda h: h["step_time_s"]["p100"], lambda h: _ms(h["step_time_s"]["p100"]), "high"),
+    Row("p100 / p50", lambda h: h["p100_over_p50"],
+        lambda h: "-" if h["p100_over_p50"] is None else f"{h['p100_over_p50']:.2f}", "high"),
+    Row("goodput", lambda h: h["goodput_bps"],
+        lambda h: f"{h['goodput_bps'] / 1e6:.1f} Mbit/s ({h['goodput_fraction'] * 100:.0f}% of ideal)", "low"),
+    Row("failed messages", lambda h: h["failed_messages"], lambda h: str(h["failed_messages"]), "high"),
+    Row("worst avoid_s / stall", lambda h: h["worst_disruption"]["s"], _disruption, "high"),
+    Row("flow-mods after boot", lambda h: h["flow_mods_after_boot"], lambda h: str(h["flow_mods_after_boot"]), "high"),
+    Row("fidelity ok", lambda h: h["fidelity_ok"], lambda h: "ok" if h["fidelity_ok"] else "NOT OK", "low"),
+    Row("expectations", lambda h: h["expectations_ok"], lambda h: "ok" if h["expectations_ok"] else "FAILED", "low"),
+)
+
+
+def worst_index(row: Row, headlines: list[dict]) -> int | None:
+    """Which run is worst on this row; None when unranked, fewer than two runs, or all equal."""
+    values = [row.value(h) for h in headlines]
+    known = [(v, i) for i, v in enumerate(values) if v is not None]
+    if row.worse is None or len(known) < 2 or len({v for v, _ in known}) == 1:
+        return None
+    pick = max if row.worse == "high" else min
+    return pick(known, key=lambda vi: vi[0])[1]
