@@ -159,9 +159,8 @@ class Egress:
                netns_pid: int | None = None) -> None:
         """Shape ``ifname`` (in ``netns_pid``'s network namespace, else the root one) and run the program on it."""
         port = self._ports.get(ifname)
-        # HTB and clsact cannot be changed in place: a second attach starts from scratch.
-        again = [] if port is None else [f"qdisc del dev {ifname} root", f"qdisc del dev {ifname} clsact"]
-        if port is None:
+        first = port is None
+        if first:
             if len(self._ports) >= MAX_PORTS - 1:
                 raise RuntimeError(f"more than {MAX_PORTS - 1} egress ports in one run")
             port = _Port(len(self._ports) + 1, netns_pid, rate_bps, rate_bps, mtu, _Cfg())
@@ -170,14 +169,16 @@ class Egress:
         port.cfg.loss_threshold = port.cfg.blackhole = 0
         self._write_cfg(port)  # before the filter exists, so its first packet sees the config
         self._ports[ifname] = port
+        # HTB and clsact cannot be replaced in place, so attaching again changes what they hold.
+        verb = "replace" if first else "change"
         limit = 4 * (queue_bytes + mtu)  # HTB's own fifos: never the ones that drop
-        self._tc(port, [*again, f"qdisc replace dev {ifname} root handle 1: htb default 20",
-                        *self._htb_classes("replace", ifname, rate_bps, mtu),
-                        f"qdisc replace dev {ifname} parent 1:10 handle 10: bfifo limit {limit}",
-                        f"qdisc replace dev {ifname} parent 1:20 handle 20: bfifo limit {limit}",
-                        f"qdisc replace dev {ifname} clsact",
-                        f"filter replace dev {ifname} egress pref 1 handle 1 bpf da object-pinned {self._pin} "
-                        f"classid 1:{port.port_id:x}"])
+        self._tc(port, [*([f"qdisc replace dev {ifname} root handle 1: htb default 20"] if first else []),
+                        *self._htb_classes(verb, ifname, rate_bps, mtu),
+                        f"qdisc {verb} dev {ifname} parent 1:10 handle 10: bfifo limit {limit}",
+                        f"qdisc {verb} dev {ifname} parent 1:20 handle 20: bfifo limit {limit}",
+                        *([f"qdisc replace dev {ifname} clsact",
+                           f"filter replace dev {ifname} egress pref 1 handle 1 bpf da object-pinned {self._pin} "
+                           f"classid 1:{port.port_id:x}"] if first else [])])
 
     def set_loss(self, ifname: str, p: float) -> None:
         if not 0.0 <= p <= 1.0:

@@ -85,7 +85,7 @@ class VethLab:
         try:
             for ns in (self.ns_a, self.ns_b):
                 self.state.add_namespace(ns)
-                _sh("ip", "netns", "add", ns)
+                self.ns(None, "ip", "netns", "add", ns)
                 for key in ("router_solicitations=0", "accept_dad=0", "addr_gen_mode=1"):
                     self.ns(ns, "sysctl", "-qw", f"net.ipv6.conf.default.{key}")
             holder = subprocess.Popen(["ip", "netns", "exec", self.ns_a, "sleep", "3600"])
@@ -108,8 +108,10 @@ class VethLab:
             self.close()
             raise
 
-    def ns(self, ns: str, *cmd: str) -> str:
-        return _sh("ip", "netns", "exec", ns, *cmd)
+    def ns(self, ns: str | None, *cmd: str, input: str | None = None) -> str:
+        """Run ``cmd`` in namespace ``ns`` (None: the root namespace); its stdout."""
+        prefix = [] if ns is None else ["ip", "netns", "exec", ns]
+        return subprocess.run([*prefix, *cmd], input=input, check=True, capture_output=True, text=True).stdout
 
     def popen(self, ns: str, *cmd: str, **kw) -> subprocess.Popen:
         proc = subprocess.Popen(["ip", "netns", "exec", ns, *cmd], text=True, **kw)
@@ -147,21 +149,22 @@ class VethLab:
         self.state.teardown()
 
 
-def _sh(*cmd: str) -> str:
-    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-
-
 def tcp_goodput(rate_bps: float, mtu: int) -> float:
     """What a link of ``rate_bps`` (Ethernet frames) carries as TCP/IPv6 payload with timestamps."""
     mss = mtu - 40 - 32
     return rate_bps * mss / (mss + 40 + 32 + 14)
 
 
+def bpf_mounts(state: RunState) -> list[str]:
+    return [line for line in open("/proc/mounts") if f"{state.run_id}.bpf" in line]
+
+
 @pytest.fixture(scope="module")
-def lab():
+def veth(leftovers):
     lab = VethLab()
     yield lab
     lab.close()
+    assert leftovers(lab.state.prefix, lab.state.processes) == [] and bpf_mounts(lab.state) == []
 
 
 def delta(before: PortCounters, after: PortCounters) -> PortCounters:
@@ -178,9 +181,9 @@ RATE = 20_000_000
 PPS_AT_RATE = RATE / 8 / FRAME  # ~1730 full packets/s fill the port
 
 
-def test_incast_trims_and_counters_match_receiver(lab):
-    lab.egress.attach(lab.port, RATE, 65536, 1500, True, netns_pid=lab.holder)
-    got, c = run(lab, senders=4, pps=PPS_AT_RATE / 2, count=800)  # 2x the port rate for ~0.9 s
+def test_incast_trims_and_counters_match_receiver(veth):
+    veth.egress.attach(veth.port, RATE, 65536, 1500, True, netns_pid=veth.holder)
+    got, c = run(veth, senders=4, pps=PPS_AT_RATE / 2, count=800)  # 2x the port rate for ~0.9 s
     assert c.trims > 500 and c.drops == 0 and c.loss_drops == c.blackhole_drops == 0
     assert got["other"] == 0 and got["csum_errors"] == 0
     assert got["trimmed"] == c.trims
@@ -188,46 +191,46 @@ def test_incast_trims_and_counters_match_receiver(lab):
     assert c.tx_bytes == got["full"] * FRAME + got["trimmed"] * TRIMMED_FRAME
 
 
-def test_sender_below_rate_never_trims(lab):
-    lab.egress.attach(lab.port, RATE, 65536, 1500, True, netns_pid=lab.holder)
-    got, c = run(lab, senders=1, pps=PPS_AT_RATE / 2, count=800)
+def test_sender_below_rate_never_trims(veth):
+    veth.egress.attach(veth.port, RATE, 65536, 1500, True, netns_pid=veth.holder)
+    got, c = run(veth, senders=1, pps=PPS_AT_RATE / 2, count=800)
     assert c.trims == c.drops == 0
     assert got["full"] == c.tx_packets == 800
 
 
-def test_trim_off_drops_instead(lab):
-    lab.egress.attach(lab.port, RATE, 65536, 1500, False, netns_pid=lab.holder)
-    got, c = run(lab, senders=4, pps=PPS_AT_RATE / 2, count=800)
+def test_trim_off_drops_instead(veth):
+    veth.egress.attach(veth.port, RATE, 65536, 1500, False, netns_pid=veth.holder)
+    got, c = run(veth, senders=4, pps=PPS_AT_RATE / 2, count=800)
     assert c.trims == 0 and c.drops > 500
     assert got["trimmed"] == 0 and got["full"] == c.tx_packets == 3200 - c.drops
 
 
-def test_non_mrc_traffic_is_never_trimmed(lab):
-    lab.egress.attach(lab.port, RATE, 65536, 1500, True, netns_pid=lab.holder)
-    got, c = run(lab, senders=4, pps=PPS_AT_RATE / 2, count=400, mrc=False)
+def test_non_mrc_traffic_is_never_trimmed(veth):
+    veth.egress.attach(veth.port, RATE, 65536, 1500, True, netns_pid=veth.holder)
+    got, c = run(veth, senders=4, pps=PPS_AT_RATE / 2, count=400, mrc=False)
     assert c.trims == 0 and c.drops > 0 and got["trimmed"] == 0
 
 
-def test_loss_blackhole_restore(lab):
-    lab.egress.attach(lab.port, 1_000_000_000, 1 << 20, 1500, True, netns_pid=lab.holder)
-    lab.egress.set_loss(lab.port, 0.1)
-    got, c = run(lab, senders=1, pps=20_000, count=10_000, size=200)
+def test_loss_blackhole_restore(veth):
+    veth.egress.attach(veth.port, 1_000_000_000, 1 << 20, 1500, True, netns_pid=veth.holder)
+    veth.egress.set_loss(veth.port, 0.1)
+    got, c = run(veth, senders=1, pps=20_000, count=10_000, size=200)
     assert 0.08 <= c.loss_drops / 10_000 <= 0.12
     assert got["full"] == c.tx_packets == 10_000 - c.loss_drops and c.drops == 0
 
-    lab.egress.set_blackhole(lab.port, True)
-    got, c = run(lab, senders=1, pps=20_000, count=1000, size=200)
+    veth.egress.set_blackhole(veth.port, True)
+    got, c = run(veth, senders=1, pps=20_000, count=1000, size=200)
     assert got["full"] == c.tx_packets == 0 and c.blackhole_drops == 1000
-    link = json.loads(lab.ns(lab.ns_a, "ip", "-j", "link", "show", lab.port))[0]
+    link = json.loads(veth.ns(veth.ns_a, "ip", "-j", "link", "show", veth.port))[0]
     assert link["operstate"] == "UP"  # a gray failure: the link looks fine
 
-    lab.egress.restore(lab.port)
-    got, c = run(lab, senders=1, pps=20_000, count=1000, size=200)
+    veth.egress.restore(veth.port)
+    got, c = run(veth, senders=1, pps=20_000, count=1000, size=200)
     assert got["full"] == c.tx_packets == 1000 and c.loss_drops == c.blackhole_drops == 0
 
 
 @pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed")
-def test_rate_matches_configured_and_set_rate():
+def test_rate_matches_configured_and_set_rate(leftovers):
     lab = VethLab(mtu=9000)
     try:
         # iperf3 sends from inside namespace a: an egress drop there is a local ENOBUFS, which
@@ -236,5 +239,9 @@ def test_rate_matches_configured_and_set_rate():
         assert lab.iperf_bps(2) == pytest.approx(tcp_goodput(50e6, 9000), rel=0.05)
         lab.egress.set_rate(lab.port, 20_000_000)
         assert lab.iperf_bps(2) == pytest.approx(tcp_goodput(20e6, 9000), rel=0.05)
+        assert lab.egress.counters(lab.port).drops == 0
+        lab.egress.restore(lab.port)
+        assert "rate 50Mbit ceil 50Mbit" in lab.ns(lab.ns_a, "tc", "class", "show", "dev", lab.port, "classid", "1:1")
     finally:
         lab.close()
+    assert leftovers(lab.state.prefix, lab.state.processes) == [] and bpf_mounts(lab.state) == []
