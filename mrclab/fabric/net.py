@@ -25,7 +25,7 @@ and works after a partial build. What outlives a SIGKILL is in the RunState for
 from __future__ import annotations
 
 import signal
-import tempfile
+import threading
 import types
 from pathlib import Path
 from typing import Callable
@@ -74,7 +74,8 @@ class Fabric:
         self.topology = topology
         self.owns_state = state is None
         self.state = state or RunState.create(f"fabric {topology.name}")
-        self.directory = directory or Path(tempfile.mkdtemp(prefix=f"{self.state.prefix}-"))
+        # controller log, layout and stats: the run's results directory, else the run's private one (removed at teardown)
+        self.directory = directory or self.state.private_dir()
         self.layout = layout_mod.build(topology, self.state.prefix)
         self.datapath = "kernel" if kernel_datapath_available() else "user"
         self.egress_factory, self.app = egress_factory, APPS[routing]
@@ -90,8 +91,9 @@ class Fabric:
     # -- context manager ------------------------------------------------------------------
 
     def __enter__(self) -> "Fabric":
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            self._old_handlers[sig] = signal.signal(sig, _raise_exit)
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                self._old_handlers[sig] = signal.signal(sig, _raise_exit)
         try:
             self.build()
         except BaseException:
@@ -105,7 +107,7 @@ class Fabric:
     # -- build ----------------------------------------------------------------------------
 
     def build(self) -> None:
-        t, lay, state = self.topology, self.layout, self.state
+        lay, state = self.layout, self.state
         for bridge in lay.bridges:
             state.add_bridge(bridge)
         for ifname in lay.switch_ifnames:

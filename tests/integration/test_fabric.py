@@ -2,6 +2,9 @@
 it and changes no flow; teardown leaves nothing of the run behind."""
 from __future__ import annotations
 
+import sys
+import time
+
 import pytest
 
 from mrclab.fabric.net import Fabric
@@ -70,6 +73,24 @@ def test_counters_cover_both_directions_of_every_link(fabric):
     assert probe_rows and probe_rows[0]["tx_packets"] > 0 and probe_rows[0]["link"] == "h0-p0l0"
 
 
+def test_a_full_mtu_datagram_crosses_the_fabric(fabric):
+    """9000-byte frames through veths, the userspace datapath and three uSID shifts."""
+    payload = TOPO.mtu - 40 - 8
+    dst = TOPO.plan.path_address(0, 3, 1, 1)
+    receiver = fabric.host("h3").popen(
+        [sys.executable, "-c", "import socket; s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); "
+         "s.bind(('::', 5000)); s.settimeout(5); print(len(s.recv(65535)), flush=True)"], text=True)
+    try:
+        time.sleep(0.3)  # the receiver binds
+        fabric.host("h0").cmd(f"{sys.executable} -c \"import socket; socket.socket(socket.AF_INET6, "
+                              f"socket.SOCK_DGRAM).sendto(bytes({payload}), ('{dst}', 5000))\"")
+        out, _ = receiver.communicate(timeout=10)
+    finally:
+        if receiver.poll() is None:
+            receiver.kill()
+            receiver.wait()
+    assert out.strip() == str(payload)
+
 def test_teardown_leaves_nothing(fabric, leftovers):
     state = fabric.state
     processes = list(state.processes)
@@ -77,3 +98,4 @@ def test_teardown_leaves_nothing(fabric, leftovers):
     fabric.close()
     assert leftovers(state.prefix, processes) == []
     assert not state.path.exists()
+
