@@ -89,10 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     reactor.stop_on_signals(signal.SIGTERM, signal.SIGINT)
     control = datapath = None
     try:
-        control = ControlChannel(args.control)
-        agent = Agent(args.host, reactor, control, log)
+        agent = Agent(args.host, reactor, log)
         datapath = build_datapath(args, Payloads(args.seed), agent.emit)
-        reason = agent.run(datapath)
+        control = ControlChannel(args.control)
+        reason = agent.run(datapath, control)
         status = 1 if reason.startswith(("no runner", "control protocol")) else 0
         if status:
             print(f"{PROG}: {reason}", file=sys.stderr)

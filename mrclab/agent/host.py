@@ -28,17 +28,19 @@ class Datapath(Protocol):
 
 
 class Agent:
-    def __init__(self, host: int, reactor: Reactor, control: ControlChannel, log: EventLog) -> None:
+    def __init__(self, host: int, reactor: Reactor, log: EventLog) -> None:
         self.host = host
         self._reactor = reactor
-        self._control = control
+        self._control: ControlChannel | None = None
         self._log = log
         self._accept_deadline = time.monotonic() + ACCEPT_TIMEOUT
         self.datapath: Datapath | None = None
 
-    def run(self, datapath: Datapath) -> str:
-        """Serve until stopped; the reason it stopped."""
+    def run(self, datapath: Datapath, control: ControlChannel) -> str:
+        """Serve until stopped; the reason it stopped. The control socket must open only once the
+        datapath is ready, so that a runner that finds the socket finds a working agent."""
         self.datapath = datapath
+        self._control = control
         datapath.attach(self._reactor)
         self._reactor.add_reader(self._control.listener, self._on_accept)
         reason = self._reactor.run(self._tick)
@@ -47,8 +49,8 @@ class Agent:
 
     def emit(self, event: dict) -> None:
         """A datapath event: to the runner and into the log."""
-        self._control.send(event)
         self._log.write("event", **event)
+        self._control.send(event)
         self._watch_control_output()
 
     def handle(self, line: bytes) -> dict:

@@ -241,7 +241,7 @@ class FakeReactor:
 def test_agent_handles_requests():
     _, dps, _ = make_pair()
     log, reactor = FakeLog(), FakeReactor()
-    agent = Agent(0, reactor, control=None, log=log)
+    agent = Agent(0, reactor, log=log)
     agent.datapath = dps[0]
     ping = agent.handle(b'{"id": 1, "op": "ping"}')
     assert ping["ok"] and ping["host"] == 0 and ping["id"] == 1 and ping["pid"] > 0
