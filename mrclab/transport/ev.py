@@ -3,7 +3,7 @@
 States follow the OCP MRC API (``mrc_ctl.h``):
 
 * ``UNKNOWN`` - in use, nothing heard back yet;
-* ``GOOD`` - a SACK came back for a packet sent on it;
+* ``GOOD`` - a packet sent on it was acknowledged;
 * ``SKIP`` - transient: a trim NACK or ECN echo said the path is congested, so it sits
   out its next turn and is GOOD again. Congestion is never a reason to retire a path.
 * ``ASSUMED_BAD`` - a packet sent on it was lost without a trim: loss means failure, so

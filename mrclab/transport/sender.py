@@ -20,7 +20,7 @@ from collections import deque
 
 from .cc import RttEstimator, WindowCC
 from .config import TransportConfig
-from .ev import Ev, EvSet
+from .ev import UNKNOWN, Ev, EvSet
 from .events import MessageCompleted, MessageFailed
 from .wire import DATA_HEADER_LEN, ECN_ECHO, LAST, RETX, SACK_BITS, Nack, ProbeReply, Sack, encode_data_into, \
     encode_probe, message_digest, unwrap
@@ -132,6 +132,8 @@ class Sender:
                 if p is None:
                     continue
                 if p.state == _INFLIGHT:
+                    if p.ev.state == UNKNOWN:
+                        self._evs.on_delivered(p.ev, now)
                     size = p.length + DATA_HEADER_LEN
                     self.inflight -= size
                     acked_bytes += size

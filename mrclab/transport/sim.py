@@ -10,7 +10,8 @@ one after another. Each :class:`Link` is one direction of a cable: a FIFO draine
 packet that does not fit is trimmed to its header (``trim=True``, as MRC switches do)
 or dropped; trimmed headers and control packets take a strict-priority lane that
 skips the queue. Links can also drop at random (``loss``), delay a packet further
-(``reorder`` probability, up to ``reorder_delay``), duplicate (``dup``), mark ECN
+(``reorder`` probability, up to ``reorder_delay``), duplicate (``dup``), flip a payload
+bit (``corrupt``, which only the end-to-end digest can catch), mark ECN
 above ``ecn_threshold`` queued bytes, or drop everything (``blackhole``, switch it
 with :meth:`Network.at`). :func:`clos` builds the lab's multi-plane two-tier shape
 from :class:`~mrclab.addressing.Plan`, one link per direction with SPEC link names.
@@ -24,6 +25,7 @@ from typing import Callable, Sequence
 from ..addressing import Plan
 from .config import TransportConfig
 from .connection import Connection
+from .events import MessageCompleted
 from .wire import DATA, ECN_CE, trim
 
 IP_UDP_OVERHEAD = 48
@@ -31,12 +33,12 @@ IP_UDP_OVERHEAD = 48
 
 
 class Link:
-    __slots__ = ("name", "rate", "delay", "queue", "trim", "loss", "reorder", "reorder_delay", "dup",
+    __slots__ = ("name", "rate", "delay", "queue", "trim", "loss", "reorder", "reorder_delay", "dup", "corrupt",
                  "ecn_threshold", "blackhole", "busy_until", "tx_packets", "tx_bytes", "drops", "trims", "marks")
 
     def __init__(self, name: str, rate: float, delay: float = 0.0, queue: int = 65536, trim: bool = True,
                  loss: float = 0.0, reorder: float = 0.0, reorder_delay: float = 0.0, dup: float = 0.0,
-                 ecn_threshold: int | None = None) -> None:
+                 corrupt: float = 0.0, ecn_threshold: int | None = None) -> None:
         self.name = name
         self.rate = rate  # bit/s
         self.delay = delay
@@ -46,6 +48,7 @@ class Link:
         self.reorder = reorder
         self.reorder_delay = reorder_delay
         self.dup = dup
+        self.corrupt = corrupt
         self.ecn_threshold = ecn_threshold
         self.blackhole = False
         self.busy_until = 0.0
@@ -78,6 +81,9 @@ class Link:
                 self.marks += 1
             depart = (self.busy_until if self.busy_until > now else now) + elapsed
             self.busy_until = depart
+        if self.corrupt and len(datagram) > 48 and rng.random() < self.corrupt:
+            datagram = bytearray(datagram)
+            datagram[48 + rng.randrange(len(datagram) - 48)] ^= 1 << rng.randrange(8)
         self.tx_packets += 1
         self.tx_bytes += size
         arrive = depart + self.delay
@@ -156,25 +162,31 @@ class Network:
         self._service(ep)
 
     def _service(self, ep: Endpoint) -> None:
-        """After anything happened to a connection: ship its datagrams, collect events, re-arm its timer."""
-        now = self.now
+        """After anything happened to a connection: hand out its events, ship its datagrams, re-arm its timer."""
+        self._dispatch(ep)
         conn = ep.conn
-        for ev, datagram in conn.datagrams_to_send(now):
-            key = (ep.host, ep.peer, ev)
-            path = self._routes.get(key)
-            if path is None:
-                path = self._routes[key] = tuple(self._route(ep.host, ep.peer, ev))
-            self._hop(datagram, path, 0, (ep.peer, conn.conn_id))
-        events = conn.pop_events()
-        if events:
-            for event in events:
-                ep.events.append((now, event))
-                if ep.on_event is not None:
-                    ep.on_event(self, ep, event)
+        now = self.now
+        while True:
+            for ev, datagram in conn.datagrams_to_send(now):
+                key = (ep.host, ep.peer, ev)
+                path = self._routes.get(key)
+                if path is None:
+                    path = self._routes[key] = tuple(self._route(ep.host, ep.peer, ev))
+                self._hop(datagram, path, 0, (ep.peer, conn.conn_id))
+            if not self._dispatch(ep):  # an event handler may have posted more to send
+                break
         t = conn.next_timer()
         if t is not None and t < ep.timer_at:
             ep.timer_at = t
             self.at(t if t > now else now, self._timer, ep, t)
+
+    def _dispatch(self, ep: Endpoint) -> bool:
+        events = ep.conn.pop_events()
+        for event in events:
+            ep.events.append((self.now, event))
+            if ep.on_event is not None:
+                ep.on_event(self, ep, event)
+        return bool(events)
 
     def _timer(self, ep: Endpoint, t: float) -> None:
         if t != ep.timer_at:
@@ -198,6 +210,34 @@ class Network:
         self.at(arrive, self._hop, datagram, path, index + 1, dest)
         if link.dup and self.rng.random() < link.dup:
             self.at(arrive + link.delay, self._hop, datagram, path, index + 1, dest)
+
+
+def stream(net: Network, ep: Endpoint, size: int, depth: int = 2, start: float = 0.0,
+           sent: dict[int, bytes] | None = None) -> None:
+    """A closed-loop bulk flow: keep ``depth`` messages of ``size`` random bytes outstanding on ``ep``.
+
+    ``sent``, if given, records every message by msg_id so a test can compare what arrived.
+    """
+    next_id = iter(range(1 << 32))
+
+    def post() -> None:
+        msg_id = next(next_id)
+        data = net.rng.randbytes(size)
+        if sent is not None:
+            sent[msg_id] = data
+        ep.conn.send_message(msg_id, data)
+
+    def refill(net: Network, ep: Endpoint, event) -> None:
+        if isinstance(event, MessageCompleted):
+            post()
+
+    def begin() -> None:
+        for _ in range(depth):
+            post()
+        net._service(ep)
+
+    ep.on_event = refill
+    net.at(start, begin)
 
 
 def clos(plan: Plan, host_rate: float, fabric_rate: float, delay: float = 1e-6, queue: int = 65536,

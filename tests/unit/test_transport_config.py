@@ -1,0 +1,34 @@
+"""TransportConfig: documented defaults, fed from a scenario's transport_options."""
+import pytest
+
+from mrclab.transport import TransportConfig
+
+
+def test_defaults_are_valid_and_fit_the_lab_mtu():
+    c = TransportConfig()
+    assert c.packet_size + 48 <= 9000
+    assert c.ev_min_active <= c.ev_count
+
+
+def test_from_options_sets_known_keys_and_widens_ints_to_floats():
+    c = TransportConfig.from_options({"ev_count": 16, "probe_interval": 1, "single_path": True})
+    assert (c.ev_count, c.probe_interval, c.single_path) == (16, 1.0, True)
+    assert TransportConfig.from_options(None) == TransportConfig()
+
+
+def test_unknown_option_names_the_key_and_the_allowed_ones():
+    with pytest.raises(ValueError, match=r"'ev_cnt'.*allowed:.*ev_count"):
+        TransportConfig.from_options({"ev_cnt": 3})
+
+
+@pytest.mark.parametrize("options", [{"ev_count": "8"}, {"single_path": 1}, {"mss": 1.5}])
+def test_wrong_types_are_rejected(options):
+    with pytest.raises(ValueError, match=next(iter(options))):
+        TransportConfig.from_options(options)
+
+
+@pytest.mark.parametrize("options", [{"mss": 0}, {"mss": 70000}, {"ev_min_active": 65}, {"probe_successes": 0},
+                                     {"cc_md": 1.0}, {"rto_min": 1.0}, {"sack_every": 0}])
+def test_out_of_range_values_are_rejected(options):
+    with pytest.raises(ValueError, match=next(iter(options))):
+        TransportConfig.from_options(options)

@@ -1,0 +1,219 @@
+"""Connection driven by hand, packet by packet: the protocol rules one at a time."""
+import pytest
+
+from mrclab.transport import Connection, EvState, MessageCompleted, MessageDelivered, MessageFailed, \
+    TransportConfig, wire
+
+PLANES = 4
+
+
+def plane(ev):
+    return ev % PLANES
+
+
+def pair(evs=range(64), **options):
+    config = TransportConfig(**{"sack_every": 1, **options})
+    return Connection(1, list(evs), plane, config), Connection(1, list(evs), plane, config)
+
+
+def exchange(a, b, now, tamper=lambda ev, d: d, rounds=50):
+    """Shuttle datagrams both ways until quiet; ``tamper`` sees a->b datagrams and may change or drop them."""
+    for _ in range(rounds):
+        moved = False
+        for ev, d in a.datagrams_to_send(now):
+            d = tamper(ev, d)
+            if d is not None:
+                b.receive(d, None, now)
+                moved = True
+        for ev, d in b.datagrams_to_send(now):
+            a.receive(d, None, now)
+            moved = True
+        if not moved:
+            return
+        now += 1e-4
+
+
+def kinds(events):
+    return [type(e) for e in events]
+
+
+def test_message_arrives_intact_and_both_ends_report_it():
+    a, b = pair()
+    data = bytes(range(256)) * 200
+    a.send_message(5, data)
+    exchange(a, b, 1.0)
+    delivered = [e for e in b.pop_events() if isinstance(e, MessageDelivered)]
+    assert [(e.msg_id, bytes(e.data)) for e in delivered] == [(5, data)]
+    assert MessageCompleted(5) in a.pop_events() and not a.busy
+    assert b.counters.bytes_delivered == len(data) and a.counters.data_sent == -(-len(data) // a.config.mss)
+
+
+def test_empty_message_is_delivered():
+    a, b = pair()
+    a.send_message(1, b"")
+    exchange(a, b, 0.0)
+    assert MessageDelivered(1, bytearray()) in b.pop_events() and MessageCompleted(1) in a.pop_events()
+
+
+def test_each_packet_takes_the_next_ev_walking_the_planes():
+    a, _ = pair(evs=range(128), ev_count=16, mss=100, cc_init_window=1 << 20)
+    a.send_message(1, bytes(3200))
+    sent = a.datagrams_to_send(0.0)
+    evs = [ev for ev, _ in sent]
+    assert len(evs) == 32 and evs[:16] == evs[16:] and len(set(evs[:16])) == 16
+    assert [plane(ev) for ev in evs[:8]] == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert all(wire.decode(d).ev == ev for ev, d in sent)
+
+
+def test_out_of_order_duplicated_arrival_is_placed_by_offset():
+    a, b = pair(mss=100, cc_init_window=1 << 20)
+    data = bytes(range(250)) * 4
+    a.send_message(9, data)
+    sent = [d for _, d in a.datagrams_to_send(0.0)]
+    for d in reversed(sent + sent[:3]):
+        b.receive(d, None, 0.001)
+    assert b.counters.duplicates == 3
+    assert [bytes(e.data) for e in b.pop_events() if isinstance(e, MessageDelivered)] == [data]
+    exchange(a, b, 0.002)
+    assert MessageCompleted(9) in a.pop_events()
+
+
+def test_trimmed_packet_is_nacked_and_resent_first_on_another_ev_which_only_skips_a_turn():
+    a, b = pair(mss=100, cc_init_window=1 << 20)
+    a.send_message(1, bytes(1000))
+    sent = a.datagrams_to_send(0.0)
+    trimmed_ev, first = sent[0]
+    b.receive(wire.trim(first), None, 0.001)
+    (nack_ev, nack), = b.datagrams_to_send(0.001)
+    assert wire.decode(nack) == wire.Nack(0, 1, 0, 0, trimmed_ev, wire.NACK_TRIMMED, wire.decode(first).ts)
+    a.receive(nack, None, 0.002)
+    assert a.ev_state(trimmed_ev) == EvState.SKIP
+    a.send_message(2, bytes(100))
+    resent = a.datagrams_to_send(0.003)
+    d = wire.decode(resent[0][1])
+    assert d.psn == 0 and d.flags & wire.RETX and resent[0][0] != trimmed_ev
+    assert trimmed_ev not in [ev for ev, _ in resent]
+    assert a.counters.trimmed == 1 and b.counters.nacks == 1 and a.counters.ev_retired == 0
+    for _, datagram in sent[1:]:
+        b.receive(datagram, None, 0.004)
+    for _, datagram in resent:
+        b.receive(datagram, None, 0.004)
+    assert kinds(e for e in b.pop_events() if not hasattr(e, "ev")) == [MessageDelivered, MessageDelivered]
+
+
+def test_corrupted_payload_is_never_delivered():
+    a, b = pair()
+    a.send_message(3, b"x" * 20000)
+
+    def corrupt(ev, d):
+        if wire.decode(d).offset == 0:
+            d = bytearray(d)
+            d[60] ^= 0x40
+        return d
+
+    exchange(a, b, 0.0, tamper=corrupt)
+    events = b.pop_events()
+    assert MessageFailed(3, "digest_mismatch") in events
+    assert not any(isinstance(e, MessageDelivered) for e in events) and b.counters.digest_failures == 1
+
+
+def test_malformed_or_foreign_datagrams_are_counted_not_raised():
+    a, b = pair()
+    for junk in (b"", b"\x01\x01", b"\x07" * 60, wire.encode_probe(99, 1, 1, 1)):
+        b.receive(junk, None, 0.0)
+    assert b.counters.malformed == 4 and b.datagrams_to_send(0.0) == []
+
+
+def test_loss_retires_the_ev_and_retransmits_elsewhere_replacing_it_from_the_same_plane():
+    a, b = pair(evs=range(128), mss=100, cc_init_window=1 << 20)
+    a.send_message(1, bytes(2000))
+    victim = a.datagrams_to_send(0.0)[0][0]
+    a2, b2 = pair(evs=range(128), mss=100, cc_init_window=1 << 20)
+    a2.send_message(1, bytes(2000))
+    exchange(a2, b2, 0.0, tamper=lambda ev, d: None if ev == victim else d)
+    for t in (0.01, 0.02, 0.03):  # RACK deadlines pass; the lost packet goes out again
+        a2.on_timer(t)
+        exchange(a2, b2, t, tamper=lambda ev, d: None if ev == victim else d)
+    assert a2.ev_state(victim) == EvState.ASSUMED_BAD and a2.counters.ev_retired == 1
+    assert victim not in a2.active_evs()
+    assert [plane(ev) for ev in a2.active_evs()] == [plane(ev) for ev in range(64)]
+    assert MessageCompleted(1) in a2.pop_events() and a2.counters.timeouts == 0
+
+
+def test_retired_ev_comes_back_after_consecutive_probe_replies():
+    a, b = pair(probe_interval=0.001, probe_successes=3)
+    a.send_message(1, bytes(10))
+    ev, d = a.datagrams_to_send(0.0)[0]
+    t = a.next_timer()
+    a.on_timer(t)  # the only packet times out: loss without trim
+    assert a.ev_state(ev) == EvState.ASSUMED_BAD and a.counters.timeouts == 1
+    replies = 0
+    while a.ev_state(ev) == EvState.ASSUMED_BAD:
+        t = a.next_timer()
+        a.on_timer(t)
+        for pev, p in a.datagrams_to_send(t):
+            if wire.decode(p).__class__ is wire.Probe:
+                assert pev == ev
+                b.receive(p, None, t)
+                for _, reply in b.datagrams_to_send(t):
+                    a.receive(reply, None, t)
+                    replies += 1
+        assert t < 1.0
+    assert replies == 3 and a.ev_state(ev) == EvState.GOOD and a.counters.ev_restored == 1
+
+
+def test_retirement_keeps_ev_min_active():
+    a, _ = pair(evs=range(8), ev_count=8, ev_min_active=3)
+    a.send_message(1, bytes(8 * a.config.mss))
+    a.datagrams_to_send(0.0)
+    a.on_timer(a.next_timer())  # everything lost
+    usable = [ev for ev in range(8) if a.ev_state(ev) in (EvState.GOOD, EvState.UNKNOWN, EvState.SKIP)]
+    assert len(usable) == 3 and a.counters.ev_retired == 5 and a.counters.loss_at_min_active == 3
+    assert {ev for ev, _ in a.datagrams_to_send(a.next_timer())} <= set(usable)
+
+
+def test_denied_ev_is_never_used_and_is_replaced_from_its_plane():
+    a, _ = pair(evs=range(128), mss=10, cc_init_window=1 << 20)
+    a.deny_ev(4, 0.0)
+    assert a.ev_state(4) == EvState.DENIED and 4 not in a.active_evs() and 64 in a.active_evs()  # plane 0's spare
+    a.send_message(1, bytes(2000))
+    assert 4 not in {ev for ev, _ in a.datagrams_to_send(0.0)}
+    a.allow_ev(4, 0.1)
+    assert a.ev_state(4) == EvState.UNKNOWN
+
+
+def test_single_path_uses_one_ev_and_never_retires_it():
+    a, b = pair(single_path=True, mss=100, cc_init_window=1 << 20)
+    a.send_message(1, bytes(5000))
+    first = a.datagrams_to_send(0.0)
+    assert {ev for ev, _ in first} == {0} and a.active_evs() == [0]
+    a.on_timer(a.next_timer())
+    assert a.ev_state(0) != EvState.ASSUMED_BAD and a.counters.timeouts == 1
+    assert {ev for ev, _ in a.datagrams_to_send(1.0)} == {0} and a.next_timer() is not None
+
+
+def test_retries_exhausted_fails_every_message_and_the_connection():
+    a, _ = pair(max_retransmits=2, rto_initial=0.01, rto_min=0.01)
+    a.send_message(1, bytes(10))
+    a.send_message(2, bytes(10))
+    t = 0.0
+    while t is not None and t < 60.0:
+        a.datagrams_to_send(t)
+        t = a.next_timer()
+        if t is not None:
+            a.on_timer(t)
+    events = a.pop_events()
+    assert MessageFailed(1, "retries_exhausted") in events and MessageFailed(2, "retries_exhausted") in events
+    assert a.failed and a.next_timer() is None
+    with pytest.raises(RuntimeError):
+        a.send_message(3, b"x")
+
+
+def test_send_message_validation_and_idle_timer():
+    a, _ = pair()
+    assert a.next_timer() is None and a.datagrams_to_send(0.0) == []
+    a.send_message(1, b"x")
+    with pytest.raises(ValueError):
+        a.send_message(1, b"y")
+    with pytest.raises(ValueError):
+        a.send_message(1 << 32, b"y")
