@@ -233,8 +233,8 @@ def test_loss_blackhole_restore(veth):
 def test_rate_matches_configured_and_set_rate(leftovers):
     lab = VethLab(mtu=9000)
     try:
-        # iperf3 sends from inside namespace a: an egress drop there is a local ENOBUFS, which
-        # stalls TCP until a timer; a queue deeper than TCP's small-queue budget avoids it.
+        # A local TCP sender hands the port 64 KB GSO super-packets, which a 64 KiB virtual
+        # queue drops whole; a queue deeper than TCP's small-queue budget measures HTB alone.
         lab.egress.attach(lab.port, 50_000_000, 4 << 20, 9000, True, netns_pid=lab.holder)
         assert lab.iperf_bps(2) == pytest.approx(tcp_goodput(50e6, 9000), rel=0.05)
         lab.egress.set_rate(lab.port, 20_000_000)

@@ -26,6 +26,10 @@
 #define NSEC_PER_SEC 1000000000ULL
 #define PRIO_TRIMMED 0x10010  // HTB class 1:10, strict priority
 #define PRIO_BULK 0x10020     // HTB class 1:20
+// Dropped packets are consumed with success reported to the sender, as on a wire. TC_ACT_SHOT
+// would fail the send: OVS's userspace datapath then discards the rest of its sendmmsg()
+// batch or resends the packet, and a local TCP sender stalls until a timer.
+#define DROP_SILENTLY TC_ACT_STOLEN
 
 struct port_cfg {
 	__u64 rate_bytes_per_s;  // drain rate of the virtual queue
@@ -80,11 +84,10 @@ static __always_inline int is_mrc_data(struct __sk_buff *skb)
 		__u8 version, type;
 	} __attribute__((packed)) h;
 
-	if (skb->protocol != bpf_htons(ETH_P_IPV6) || skb->len <= TRIMMED_LEN)
+	if (skb->len <= TRIMMED_LEN || bpf_skb_load_bytes(skb, 0, &h, sizeof(h)))
 		return 0;
-	if (bpf_skb_load_bytes(skb, 0, &h, sizeof(h)))
-		return 0;
-	return h.ip6.nexthdr == IPPROTO_UDP && h.udp.dest == bpf_htons(MRC_UDP_PORT) &&
+	// The Ethernet header, not skb->protocol: a raw AF_PACKET sender (OVS) may leave that 0.
+	return h.eth.h_proto == bpf_htons(ETH_P_IPV6) && h.ip6.nexthdr == IPPROTO_UDP && h.udp.dest == bpf_htons(MRC_UDP_PORT) &&
 	       h.version == MRC_VERSION && h.type == MRC_DATA;
 }
 
@@ -151,11 +154,11 @@ int egress(struct __sk_buff *skb)
 		return TC_ACT_OK;  // not a configured port, or a packet this program trimmed already
 	if (c->blackhole) {
 		s->blackhole_drops += segs;
-		return TC_ACT_SHOT;
+		return DROP_SILENTLY;
 	}
 	if (c->loss_threshold && bpf_get_prandom_u32() < c->loss_threshold) {
 		s->loss_drops += segs;
-		return TC_ACT_SHOT;
+		return DROP_SILENTLY;
 	}
 	trimmable = c->trim && is_mrc_data(skb);
 	now = bpf_ktime_get_ns();
@@ -188,7 +191,7 @@ int egress(struct __sk_buff *skb)
 	}
 	if (v != PASS) {
 		s->drops += segs;
-		return TC_ACT_SHOT;
+		return DROP_SILENTLY;
 	}
 	skb->priority = PRIO_BULK;
 	s->tx_packets += segs;
