@@ -13,6 +13,7 @@ import subprocess
 from typing import Any
 
 from ..spec.topology import Link, Topology
+from .hostconf import nic_lines
 from .layout import Layout
 
 
@@ -33,7 +34,10 @@ class Faults:
             _ip_batch(root)
         for node, ifname in ends:
             if node in self.host_pids:
-                _ip_batch([f"link set dev {ifname} {state}"], self.host_pids[node])
+                lines = [f"link set dev {ifname} {state}"]
+                if state == "up":  # an admin-down NIC lost its route and gateway neighbour
+                    lines += nic_lines(next(n for n in self.layout.hosts[node].nics if n.ifname == ifname))
+                _ip_batch(lines, self.host_pids[node])
 
     def link_down(self, link: str) -> None:
         self._set_state(self._ends(self._link(link)), "down")

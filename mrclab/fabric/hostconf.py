@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 
 from ..addressing import block
-from .layout import GATEWAY_IP, GATEWAY_MAC, HostLayout
+from .layout import GATEWAY_IP, GATEWAY_MAC, HostLayout, Nic
 
 # Set before any NIC exists, so the NICs are born with them (addr_gen_mode=1: no link-local).
 SYSCTLS = {
@@ -22,6 +22,7 @@ SYSCTLS = {
     "net.ipv6.conf.default.accept_dad": 0,
     "net.ipv6.conf.default.dad_transmits": 0,
     "net.ipv6.conf.default.router_solicitations": 0,
+    "net.ipv6.conf.default.keep_addr_on_down": 1,
     "net.ipv6.conf.all.accept_ra": 0,
     "net.ipv6.conf.all.forwarding": 0,
 }
@@ -32,15 +33,22 @@ def namespace_script() -> str:
     return "sysctl -qw " + " ".join(f"{key}={value}" for key, value in SYSCTLS.items()) + " && ip link set lo up"
 
 
+def nic_lines(nic: Nic) -> list[str]:
+    """`ip -batch` lines that give a NIC its address, gateway neighbour and plane route (idempotent).
+
+    Also what brings a NIC back after an admin down: the kernel keeps the address
+    (keep_addr_on_down) but flushes the route and the permanent neighbour."""
+    dev = nic.ifname
+    return [f"addr replace {nic.address}/128 dev {dev} nodad",
+            f"neigh replace {GATEWAY_IP} lladdr {GATEWAY_MAC} dev {dev} nud permanent",
+            f"route replace {block(nic.plane)} via {GATEWAY_IP} dev {dev}"]
+
+
 def nic_script(host: HostLayout, mtu: int) -> str:
     """Run once the host's NICs exist: bring them up with the plane address and route."""
     lines = []
     for nic in host.nics:
-        dev = nic.ifname
-        lines += [f"link set dev {dev} mtu {mtu} up",
-                  f"addr add {nic.address}/128 dev {dev} nodad",
-                  f"neigh replace {GATEWAY_IP} lladdr {GATEWAY_MAC} dev {dev} nud permanent",
-                  f"route replace {block(nic.plane)} via {GATEWAY_IP} dev {dev}"]
+        lines += [f"link set dev {nic.ifname} mtu {mtu} up", *nic_lines(nic)]
     batch = "printf '%s\\n' " + " ".join(shlex.quote(line) for line in lines) + " | ip -batch -"
     offloads = " && ".join(f"ethtool -K {nic.ifname} tx off sg off tso off gso off >/dev/null" for nic in host.nics)
     return f"{batch} && {offloads} && echo ok"

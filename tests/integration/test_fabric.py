@@ -61,6 +61,15 @@ def test_link_and_spine_down_break_exactly_their_paths_and_no_flow(fabric):
     finally:
         fabric.apply("switch_up", "p1s1")
     assert broken == _through(all_paths, plane=1, spine=1)
+    fabric.apply("link_down", "h1-p0l0")  # a host cable: its host end is inside h1's namespace
+    fabric.apply("blackhole", "p1s0-p1l1")  # silent drop in the egress program, both directions
+    try:
+        broken = failed(verify_paths(fabric, QUICK))
+    finally:
+        fabric.apply("link_up", "h1-p0l0")
+        fabric.apply("restore", "p1s0-p1l1")
+    h1_plane0 = {(r.src, r.dst, r.plane, r.spine) for r in all_paths if r.plane == 0 and "h1" in (r.src, r.dst)}
+    assert broken == h1_plane0 | _through(all_paths, plane=1, spine=0, leaf=1)
     assert failed(verify_paths(fabric)) == set()
     assert entries(fabric) == before
     assert fabric.controller_stats()["flow_mods_after_boot"] == 0
