@@ -69,9 +69,10 @@ def build_datapath(args: argparse.Namespace, payloads: Payloads, emit):
         from .tcp import TcpDatapath, check_options
         check_options(args.options)
         return TcpDatapath.open(args.plan, args.host, payloads, emit)
-    from .mrc import MrcDatapath, configure, open_socket
+    from .mrc import MrcDatapath, configure, open_sockets
     config = configure(args.options, args.mtu, single_path=args.transport == "single-path")
-    return MrcDatapath(open_socket(), args.plan, args.host, config, payloads, emit)
+    planes, wildcard = open_sockets(args.plan, args.host)
+    return MrcDatapath(planes, wildcard, args.plan, args.host, config, payloads, emit)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,20 +1,31 @@
-"""The MRC datapath: one UDP socket, the transport's connections, and the uSID address of every packet.
+"""The MRC datapath: one UDP socket per plane, the transport's connections, the uSID address of every packet.
 
 Sending: each ``(ev, datagram)`` a connection hands out goes to ``Plan.ev_address(self,
-peer, ev)``; the kernel routes that path address out of the plane's NIC. Receiving: the
-source address ``fcbb:<plane>:<host uSID>::`` names the peer; with the connection id in
-the datagram it selects the connection, created on the first packet of an unknown one
-(connections are full duplex and symmetric, so the receiving end needs no set-up).
+peer, ev)`` through the socket of the EV's plane, which is bound to the host's address on
+that plane (so the source address is right whatever the kernel's source selection) and
+whose path address the kernel routes out of that plane's NIC. Receiving: the source
+address ``fcbb:<plane>:<host uSID>::`` names the peer; with the connection id in the
+datagram it selects the connection, created on the first packet of an unknown one
+(connections are full duplex and symmetric, so the receiving end needs no set-up). The
+fabric delivers a packet to the host address of its plane, hence to that plane's socket;
+a wildcard socket on ``[::]`` takes whatever arrives to another local address (a path
+address no switch has shifted, as between back-to-back namespaces).
+
+One socket per plane is the emulated NIC's per-port back-pressure: a real NIC never drops
+its own host's packets, but the emulated host link has a finite egress queue (the fabric's
+virtual queue, which drops silently, as on a wire). Each plane socket's send buffer
+(``PLANE_SNDBUF``) is small enough that what the kernel holds for one NIC stays well under
+that queue (64 KiB by default), so the socket says ``EAGAIN`` before the queue could
+overflow, and the datagram waits in that plane's backlog, in order, until the socket is
+writable again. No new data is generated while any backlog holds datagrams, so the
+transport's clock (and its delay-driven window) sees the host's queueing. ``IPV6_RECVERR``
+makes the kernel report a datagram a qdisc refused (``ENOBUFS``) instead of swallowing it;
+it is retried after ``ENOBUFS_RETRY``. Nothing is dropped on the host without a trace.
 
 The per-packet path is kept short: receives are drained in batches of ``RECV_BATCH``
 (then timers run and answers go out, so SACKs are never held behind a long drain), a
-connection touched in a batch is flushed once per batch, addresses are cached per
-(connection, EV) as ready ``sendto`` tuples, and sources per address string.
-
-Nothing is dropped silently on the host: ``IPV6_RECVERR`` makes the kernel report a
-datagram the host qdisc refused (``ENOBUFS``) instead of swallowing it, and a datagram
-the socket would not take (``EAGAIN``, ``ENOBUFS``) waits in a backlog, in order, and is
-retried (on writability, or after ``ENOBUFS_RETRY``) before anything new is generated.
+connection touched in a batch is flushed once per batch, and each (connection, EV) caches
+its ready ``(sendto, address)`` pair, each source address its peer.
 """
 from __future__ import annotations
 
@@ -35,10 +46,15 @@ from .loop import Reactor
 from .payload import Payloads
 
 RECV_BATCH = 64
-SOCKET_BUFFER = 8 << 20
+RCVBUF = 8 << 20
+PLANE_SNDBUF = 32 << 10
+"""Requested SO_SNDBUF of a plane socket. The kernel doubles it and charges each datagram its
+buffer's true size (about 1.8x the wire size at MTU 9000, 1.5x at 1500), so at most ~40 KB of
+wire bytes wait in one NIC's queue: under the default 64 KiB host-port queue, and still
+~3 ms of a 100 Mbit link to cover the agent's reaction time."""
 ENOBUFS_RETRY = 0.0002
 IPV6_RECVERR = 25  # linux/in6.h; the socket module does not export it
-SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33  # asm-generic/socket.h; root may exceed net.core.[rw]mem_max
+SO_RCVBUFFORCE = 33  # asm-generic/socket.h; root may exceed net.core.rmem_max
 UDP_OVERHEAD = 40 + 8  # IPv6 + UDP headers
 
 Emit = Callable[[dict], None]
@@ -49,16 +65,23 @@ def mss_for_mtu(mtu: int) -> int:
     return mtu - UDP_OVERHEAD - DATA_HEADER_LEN
 
 
-def open_socket(port: int = MRC_UDP_PORT) -> socket.socket:
-    """The agent's UDP socket on ``[::]:port``: big buffers, local drops reported, non-blocking."""
+def open_sockets(plan: Plan, host: int, port: int = MRC_UDP_PORT) -> tuple[list[socket.socket], socket.socket]:
+    """The plane sockets (index = plane), each on ``[host address on the plane]:port``, and the wildcard one."""
+    planes = [_udp_socket((str(plan.host_address(k, host)), port), PLANE_SNDBUF) for k in range(plan.planes)]
+    return planes, _udp_socket(("::", port), None)
+
+
+def _udp_socket(address: tuple, sndbuf: int | None) -> socket.socket:
     sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-    for forced, plain in ((SO_SNDBUFFORCE, socket.SO_SNDBUF), (SO_RCVBUFFORCE, socket.SO_RCVBUF)):
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, forced, SOCKET_BUFFER)
-        except PermissionError:
-            sock.setsockopt(socket.SOL_SOCKET, plain, SOCKET_BUFFER)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the wildcard and the plane sockets share the port
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)
+    except PermissionError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+    if sndbuf is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
     sock.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVERR, 1)
-    sock.bind(("::", port))
+    sock.bind(address)
     sock.setblocking(False)
     return sock
 
@@ -79,9 +102,10 @@ class _Link:
 
 
 class MrcDatapath:
-    def __init__(self, sock: socket.socket, plan: Plan, host: int, config: TransportConfig, payloads: Payloads,
-                 emit: Emit) -> None:
-        self._sock = sock
+    def __init__(self, plane_sockets: list[socket.socket], wildcard: socket.socket | None, plan: Plan, host: int,
+                 config: TransportConfig, payloads: Payloads, emit: Emit) -> None:
+        self._planes = plane_sockets
+        self._sockets = plane_sockets + ([wildcard] if wildcard is not None else [])
         self._plan = plan
         self._host = host
         self._config = config
@@ -94,8 +118,9 @@ class MrcDatapath:
         self._dirty: list[_Link] = []
         self._timers: list[tuple[float, int, _Link]] = []
         self._timer_seq = 0
-        self._backlog: deque[tuple[tuple, bytes | bytearray]] = deque()  # (address, datagram)
-        self._starved: list[_Link] = []  # links not flushed while the backlog was blocked
+        self._backlogs: dict[socket.socket, deque] = {sock: deque() for sock in plane_sockets}  # (address, datagram)
+        self._blocked = 0  # backlogs holding datagrams
+        self._starved: list[_Link] = []  # links not flushed while a backlog was blocked
         self._retry_at: float | None = None
         self._reactor: Reactor | None = None
         self.counters = dict(messages_sent=0, bytes_sent=0, bytes_verified=0, verify_failures=0,
@@ -103,7 +128,8 @@ class MrcDatapath:
 
     def attach(self, reactor: Reactor) -> None:
         self._reactor = reactor
-        reactor.add_reader(self._sock, self.on_readable)
+        for sock in self._sockets:
+            reactor.add_reader(sock, lambda sock=sock: self.on_readable(sock))
 
     # -- application side ------------------------------------------------------------------------
 
@@ -122,9 +148,9 @@ class MrcDatapath:
 
     # -- network side --------------------------------------------------------------------------------
 
-    def on_readable(self) -> None:
+    def on_readable(self, sock: socket.socket) -> None:
         now = time.monotonic()
-        recv = self._sock.recvfrom
+        recv = sock.recvfrom
         sources = self._sources
         links = self._links
         dirty = self._dirty
@@ -134,7 +160,7 @@ class MrcDatapath:
             except BlockingIOError:
                 return
             except OSError as err:
-                self._socket_error(err)
+                self._socket_error(sock, err)
                 return
             peer = sources.get(addr[0])
             if peer is None:
@@ -163,9 +189,10 @@ class MrcDatapath:
                 link.timer = None
                 link.conn.on_timer(now)
                 self._mark(link)
-        if self._backlog and (self._retry_at is None or now >= self._retry_at):
+        if self._retry_at is not None and now >= self._retry_at:
             self._retry_at = None
-            self._send_backlog()
+            for sock in self._planes:
+                self._send_backlog(sock)
         self._flush(now)
         deadline = timers[0][0] if timers else None
         if self._retry_at is not None and (deadline is None or self._retry_at < deadline):
@@ -180,7 +207,7 @@ class MrcDatapath:
         for link in dirty:
             link.queued = False
             conn = link.conn
-            if self._backlog:
+            if self._blocked:
                 self._starved.append(link)
             else:
                 out = conn.datagrams_to_send(now)
@@ -197,66 +224,78 @@ class MrcDatapath:
                     heapq.heappush(self._timers, (timer, self._timer_seq, link))
 
     def _send(self, link: _Link, out: list) -> None:
-        sendto = self._sock.sendto
-        addrs = link.addrs
-        for index, (ev, datagram) in enumerate(out):
-            addr = addrs.get(ev)
-            if addr is None:
-                addr = self._address(link, ev)
+        routes = link.addrs
+        backlogs = self._backlogs
+        for ev, datagram in out:
+            route = routes.get(ev)
+            if route is None:
+                route = self._route(link, ev)
+            sock, addr = route
+            if self._blocked and backlogs[sock]:
+                backlogs[sock].append((addr, datagram))  # keep the plane's order
+                continue
             try:
-                sendto(datagram, addr)
+                sock.sendto(datagram, addr)
             except OSError as err:
-                if not self._send_failed(err, addr, datagram, self._backlog.append):
-                    self._backlog.extend((self._address(link, e), d) for e, d in out[index + 1:])
-                    return
+                if self._full(sock, err):
+                    self._blocked += 1
+                    backlogs[sock].append((addr, datagram))
+                else:
+                    self._send_again(sock, addr, datagram)
 
-    def _send_backlog(self) -> None:
-        backlog = self._backlog
-        sendto = self._sock.sendto
+    def _send_backlog(self, sock: socket.socket) -> None:
+        backlog = self._backlogs[sock]
+        if not backlog:
+            return
+        sendto = sock.sendto
         while backlog:
-            addr, datagram = backlog.popleft()
+            addr, datagram = backlog[0]
             try:
                 sendto(datagram, addr)
             except OSError as err:
-                if not self._send_failed(err, addr, datagram, backlog.appendleft):
+                if self._full(sock, err):
                     return
-        self._reactor.remove_writer(self._sock)
-        for link in self._starved:
-            self._mark(link)
-        self._starved.clear()
+                self._send_again(sock, addr, datagram)
+            backlog.popleft()
+        self._blocked -= 1
+        if not self._blocked:
+            for link in self._starved:
+                self._mark(link)
+            self._starved.clear()
 
-    def _send_failed(self, err: OSError, addr: tuple, datagram, keep: Callable) -> bool:
-        """Handle a failed ``sendto``; True when sending may go on, False when the socket is full.
-
-        A full socket or qdisc keeps the datagram (``keep``) for a retry; any other error (an ICMP
-        error of an earlier datagram, reported on this call, so this one never left) is counted and
-        the datagram is tried once more.
-        """
-        if isinstance(err, BlockingIOError) or err.errno == errno.ENOBUFS:
-            self.counters["send_retries"] += 1
-            keep((addr, datagram))
-            if isinstance(err, BlockingIOError):
-                self._reactor.add_writer(self._sock, self._on_writable)
-            else:
+    def _full(self, sock: socket.socket, err: OSError) -> bool:
+        """Whether a failed ``sendto`` means "not now": the socket is full (``EAGAIN``: this NIC's share
+        of the send buffer is used up; retried when writable) or a qdisc refused it (``ENOBUFS``;
+        retried after ``ENOBUFS_RETRY``). Any other error is counted and answered with False."""
+        if isinstance(err, BlockingIOError):
+            self._reactor.add_writer(sock, lambda: self._on_writable(sock))
+        elif err.errno == errno.ENOBUFS:
+            if self._retry_at is None:
                 self._retry_at = time.monotonic() + ENOBUFS_RETRY
+        else:
+            self._socket_error(sock, err)
             return False
-        self._socket_error(err)
-        try:
-            self._sock.sendto(datagram, addr)
-        except OSError:
-            self.counters["socket_errors"] += 1
+        self.counters["send_retries"] += 1
         return True
 
-    def _on_writable(self) -> None:
-        self._reactor.remove_writer(self._sock)
-        self._send_backlog()
+    def _send_again(self, sock: socket.socket, addr: tuple, datagram) -> None:
+        """After an error that was about an earlier datagram (an ICMP error reported on this call, so this
+        one never left): one more try; if that fails too, the datagram is lost like on a wire."""
+        try:
+            sock.sendto(datagram, addr)
+        except OSError:
+            self.counters["socket_errors"] += 1
 
-    def _socket_error(self, err: OSError) -> None:
-        """An error the kernel queued on the socket (IPV6_RECVERR): count it and drain the error queue."""
+    def _on_writable(self, sock: socket.socket) -> None:
+        self._reactor.remove_writer(sock)
+        self._send_backlog(sock)
+
+    def _socket_error(self, sock: socket.socket, err: OSError) -> None:
+        """An error the kernel queued on a socket (IPV6_RECVERR): count it and drain the error queue."""
         self.counters["socket_errors"] += 1
         while True:
             try:
-                self._sock.recvmsg(1, 1024, socket.MSG_ERRQUEUE)
+                sock.recvmsg(1, 1024, socket.MSG_ERRQUEUE)
             except OSError:
                 return
 
@@ -335,10 +374,11 @@ class MrcDatapath:
                 "base_rtt_s": min(rtts) if rtts else None}
 
     def close(self) -> None:
-        if self._reactor is not None:
-            self._reactor.remove_reader(self._sock)
-            self._reactor.remove_writer(self._sock)
-        self._sock.close()
+        for sock in self._sockets:
+            if self._reactor is not None:
+                self._reactor.remove_reader(sock)
+                self._reactor.remove_writer(sock)
+            sock.close()
 
     # -- internals -------------------------------------------------------------------------------------
 
@@ -361,11 +401,12 @@ class MrcDatapath:
     def _plane_of(self, ev: int) -> int:
         return self._plan.ev_path(ev)[0]
 
-    def _address(self, link: _Link, ev: int) -> tuple:
-        addr = link.addrs.get(ev)
-        if addr is None:
-            addr = link.addrs[ev] = (str(self._plan.ev_address(self._host, link.peer, ev)), MRC_UDP_PORT, 0, 0)
-        return addr
+    def _route(self, link: _Link, ev: int) -> tuple[socket.socket, tuple]:
+        """The plane socket and the path address of one EV towards the link's peer."""
+        plane, _ = self._plan.ev_path(ev)
+        address = (str(self._plan.ev_address(self._host, link.peer, ev)), MRC_UDP_PORT, 0, 0)
+        route = link.addrs[ev] = (self._planes[plane], address)
+        return route
 
     def _learn_source(self, address: str) -> int:
         """The peer host behind a source address ``fcbb:<plane>:<host uSID>::``; -1 if it is none of ours."""

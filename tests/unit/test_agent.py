@@ -82,13 +82,18 @@ def test_payload_sizes_and_matches():
 # -- the MRC datapath over an in-memory wire ---------------------------------------------------------------
 
 class FakeSocket:
-    """What MrcDatapath uses of a UDP socket; sendto hands the datagram to the wire."""
+    """What MrcDatapath uses of a plane's UDP socket; sendto hands the datagram to the wire."""
 
-    def __init__(self, wire, host):
-        self.wire, self.host, self.inbox = wire, host, []
+    def __init__(self, wire, host, plane):
+        self.wire, self.host, self.plane, self.inbox = wire, host, plane, []
+
+    refuse = 0  # the next `refuse` sends fail with EAGAIN (a full send buffer)
 
     def sendto(self, datagram, addr):
-        self.wire.carry(self.host, bytes(datagram), addr)
+        if self.refuse:
+            self.refuse -= 1
+            raise BlockingIOError
+        self.wire.carry(self.host, self.plane, bytes(datagram), addr)
 
     def recvfrom(self, _size):
         if not self.inbox:
@@ -105,14 +110,14 @@ class Wire:
     def __init__(self, plan, drop=lambda plane, spine: False):
         self.plan, self.sockets, self.drop, self.paths = plan, {}, drop, set()
 
-    def carry(self, src, datagram, addr):
+    def carry(self, src, socket_plane, datagram, addr):
         plane, usids = decode(addr[0])
-        assert addr[1] == MRC_UDP_PORT and len(usids) == 4
+        assert addr[1] == MRC_UDP_PORT and len(usids) == 4 and plane == socket_plane
         dst = usids[3] - HOST_BASE
         spine = usids[1] - 0x2000
         self.paths.add((src, dst, plane, spine))
         if not self.drop(plane, spine):
-            self.sockets[dst].inbox.append((datagram, (str(self.plan.host_address(plane, src)), MRC_UDP_PORT, 0, 0)))
+            self.sockets[dst][plane].inbox.append((datagram, (str(self.plan.host_address(plane, src)), MRC_UDP_PORT, 0, 0)))
 
 
 def make_pair(options=None, single_path=False, drop=lambda plane, spine: False, mtu=9000):
@@ -121,8 +126,8 @@ def make_pair(options=None, single_path=False, drop=lambda plane, spine: False, 
     config = configure(options or {}, mtu, single_path)
     dps = {}
     for host in (0, 3):
-        sock = wire.sockets[host] = FakeSocket(wire, host)
-        dps[host] = MrcDatapath(sock, PLAN, host, config, Payloads(11), events[host].append)
+        socks = wire.sockets[host] = [FakeSocket(wire, host, k) for k in range(PLAN.planes)]
+        dps[host] = MrcDatapath(socks, None, PLAN, host, config, Payloads(11), events[host].append)
     return wire, dps, events
 
 
@@ -131,7 +136,8 @@ def run_until(dps, done, limit=20.0):
     while not done():
         assert time.monotonic() < deadline, "exchange did not finish"
         for dp in dps.values():
-            dp.on_readable()
+            for sock in dp._sockets:
+                dp.on_readable(sock)
             dp.tick(time.monotonic())
 
 
@@ -166,7 +172,7 @@ def test_mrc_datapath_moves_and_verifies_messages():
 def test_mrc_datapath_packets_fill_the_mtu():
     wire, dps, events = make_pair(mtu=1500)
     sizes = []
-    wire.carry, carry = (lambda src, d, addr: (sizes.append(len(d)), carry(src, d, addr))), wire.carry
+    wire.carry, carry = (lambda src, k, d, addr: (sizes.append(len(d)), carry(src, k, d, addr))), wire.carry
     dps[0].post(1, 3, 1, 100000)
     run_until(dps, lambda: any(e["event"] == "completed" for e in events[0]))
     assert max(sizes) == 1500 - 48 == mss_for_mtu(1500) + 48
@@ -202,6 +208,52 @@ def test_mrc_datapath_flags_a_payload_mismatch():
     assert counters["bytes_verified"] == 0 and counters["messages_failed"] == 1
 
 
+class WritableReactor:
+    """Calls back every socket registered for writing at once (a send buffer that drains immediately)."""
+
+    def __init__(self):
+        self.writers = {}
+
+    def add_reader(self, sock, callback):
+        pass
+
+    def add_writer(self, sock, callback):
+        self.writers[sock] = callback
+
+    def remove_writer(self, sock):
+        self.writers.pop(sock, None)
+
+    def run_writers(self):
+        for callback in list(self.writers.values()):
+            callback()
+
+
+def test_mrc_datapath_keeps_what_a_full_socket_refused():
+    wire, dps, events = make_pair()
+    reactor = WritableReactor()
+    dps[0].attach(reactor)
+    order = []
+    wire.carry, carry = (lambda src, k, d, addr: (src == 0 and d[1] == 1 and order.append((k, d[8:12])),
+                                                 carry(src, k, d, addr))), wire.carry
+    for sock in dps[0]._sockets:
+        sock.refuse = 3
+    dps[0].post(1, 3, 1, 1 << 20)
+    deadline = time.monotonic() + 20
+    while not any(e["event"] == "completed" for e in events[0]):
+        assert time.monotonic() < deadline
+        for dp in dps.values():
+            for sock in dp._sockets:
+                dp.on_readable(sock)
+            dp.tick(time.monotonic())
+        reactor.run_writers()
+    counters = dps[0].stats()["counters"]
+    assert counters["send_retries"] == 6 and counters["retransmitted"] == 0
+    for plane in range(PLAN.planes):  # per plane, first transmissions leave in PSN order
+        psns = [int.from_bytes(p, "big") for k, p in order if k == plane]
+        assert psns[:20] == sorted(psns[:20])
+    assert [e["verified"] for e in events[3] if e["event"] == "delivered"] == [True]
+
+
 def test_mrc_datapath_rejects_bad_posts():
     _, dps, _ = make_pair()
     for peer in (0, 4):
@@ -214,10 +266,10 @@ def test_mrc_datapath_rejects_bad_posts():
 
 def test_strangers_are_counted_not_fatal():
     _, dps, _ = make_pair()
-    dps[0]._sock.inbox += [(b"\x01" * 60, ("fcbb:0:4007::", MRC_UDP_PORT, 0, 0)),
+    dps[0]._sockets[0].inbox += [(b"\x01" * 60, ("fcbb:0:4007::", MRC_UDP_PORT, 0, 0)),
                            (b"\x01" * 60, ("fd00::1", MRC_UDP_PORT, 0, 0)),
                            (b"\x01\x02", (str(PLAN.host_address(0, 3)), MRC_UDP_PORT, 0, 0))]
-    dps[0].on_readable()
+    dps[0].on_readable(dps[0]._sockets[0])
     assert dps[0].stats()["counters"]["strangers"] == 3
 
 
