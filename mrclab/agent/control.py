@@ -92,6 +92,7 @@ class ControlChannel:
         self.peer: socket.socket | None = None
         self._inbox = bytearray()
         self._outbox = bytearray()
+        self._stalled = False  # the runner is not reading: wait for writability instead of retrying per line
 
     def accept(self) -> bool:
         """Take the runner's connection and stop listening; False if nobody was there after all."""
@@ -124,20 +125,24 @@ class ControlChannel:
 
     def send(self, obj: dict) -> None:
         self._outbox += encode(obj)
-        self.flush()
+        if not self._stalled:
+            self.flush()
 
     def flush(self) -> None:
-        """Write what the socket takes now; the rest waits for :meth:`wants_write` to clear."""
+        """Write what the socket takes now; the rest waits for :meth:`wants_write` to clear (the owner calls
+        flush again when the socket is writable)."""
+        self._stalled = False
         if self.peer is None or not self._outbox:
             return
         try:
             sent = self.peer.send(self._outbox)
         except BlockingIOError:
-            return
+            sent = 0
         except ConnectionError:
             self._outbox.clear()  # the runner is gone; read_lines reports it
             return
         del self._outbox[:sent]
+        self._stalled = bool(self._outbox)
 
     @property
     def wants_write(self) -> bool:
