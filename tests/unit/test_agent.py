@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +17,7 @@ from mrclab.agent.mrc import MrcDatapath, configure, mss_for_mtu
 from mrclab.agent.payload import POOL_BYTES, Payloads
 from mrclab.transport.wire import MRC_UDP_PORT
 
-from conftest import REPO
+REPO = Path(__file__).resolve().parents[2]
 
 PLAN = Plan(2, 2, 2, 2)
 STAT_COUNTERS = {"data_sent", "retransmitted", "trimmed", "timeouts", "nacks", "probes", "bytes_sent",
