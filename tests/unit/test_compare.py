@@ -1,0 +1,105 @@
+"""`mrclab compare DIR...`: both runs side by side, the right worst values, one JSON document, exit 2 on bad input."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from PIL import Image
+
+from mrclab.report import compare, summary
+from tests.conftest import REPO
+from tests.unit.test_report_fixture import AVOID_S, FAILED_LINK, make_run
+
+
+def mrclab(*args, cwd=REPO):
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "mrclab", *args], capture_output=True, text=True, cwd=cwd, env=env)
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    make_run(tmp_path / "mrc", kind="mrc")
+    make_run(tmp_path / "ecmp", kind="ecmp")
+    return tmp_path / "mrc", tmp_path / "ecmp"
+
+
+def test_headlines_pick_worst_avoid_or_stall(two_runs):
+    runs = compare.load_all([str(d) for d in two_runs])
+    mrc, ecmp = compare.headlines(runs)
+    assert mrc["worst_disruption"] == {"kind": "avoid_s", "s": AVOID_S, "what": f"link_down {FAILED_LINK} @3.00s"}
+    longest = max(runs[1].results["steps"], key=lambda s: s["duration_s"])
+    assert ecmp["worst_disruption"] == {"kind": "stall", "s": longest["duration_s"],
+                                        "what": f"step {longest['index']} @{longest['start_s']:.2f}s"}
+    assert ecmp["flow_mods_after_boot"] == 32 and mrc["flow_mods_after_boot"] == 0
+    worst = {row.label: summary.worst_index(row, [mrc, ecmp]) for row in summary.ROWS}
+    assert worst["step time p100"] == 1 and worst["worst avoid_s / stall"] == 1
+    assert worst["flow-mods after boot"] == 1 and worst["goodput"] == 1
+    assert worst["failed messages"] is None and worst["steps"] is None
+
+
+def test_compare_plot_holds_every_run(two_runs, tmp_path):
+    runs = compare.load_all([str(d) for d in two_runs])
+    fig = compare.figure(runs)
+    steps_ax, p100_ax, goodput_ax = fig.axes
+    lines = {line.get_label(): line for line in steps_ax.get_lines()}
+    for i, run in enumerate(runs):
+        line = lines[f"run {i + 1}: {run.label}"]
+        assert list(line.get_xdata()) == [s["start_s"] for s in run.results["steps"]]
+    assert [bar.get_height() for bar in p100_ax.patches] == pytest.approx(
+        [r.results["summary"]["step_time_s"]["p100"] * 1e3 for r in runs])
+    assert [bar.get_height() for bar in goodput_ax.patches] == pytest.approx(
+        [r.results["summary"]["goodput_bps"] / 1e6 for r in runs])
+
+
+def test_cli_compare_json_is_one_document(two_runs, tmp_path):
+    plot = tmp_path / "cmp.png"
+    result = mrclab("compare", *map(str, two_runs), "--out", str(plot), "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert [r["label"] for r in doc["runs"]] == ["link-failure · mrc · static-srv6",
+                                                 "link-failure · tcp · ecmp-reconverge"]
+    assert doc["plot"] == str(plot)
+    assert [r["worst_disruption"]["kind"] for r in doc["runs"]] == ["avoid_s", "stall"]
+    with Image.open(plot) as image:
+        assert image.format == "PNG" and image.size[0] >= 800 and image.size[1] >= 600
+
+
+def test_cli_compare_table_lists_both_runs(two_runs, tmp_path):
+    result = mrclab("compare", *map(str, two_runs), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    for text in ("link-failure · mrc · static-srv6", "link-failure · tcp · ecmp-reconverge",
+                 f"avoid_s {AVOID_S * 1e3:.1f} ms (link_down {FAILED_LINK} @3.00s)", "stall 2300.0 ms",
+                 "step time p100", "flow-mods after boot"):
+        assert text in result.stdout, result.stdout
+    assert (tmp_path / "compare.png").is_file() and "plot: compare.png" in result.stdout
+
+
+def test_same_scenario_twice_gets_told_apart(tmp_path):
+    make_run(tmp_path / "seed1", seed=1)
+    make_run(tmp_path / "seed2", seed=2)
+    make_run(tmp_path / "aborted", aborted=True)
+    runs = compare.load_all([str(tmp_path / d) for d in ("seed1", "seed2", "aborted")])
+    assert [r.label for r in runs] == [f"link-failure · mrc · static-srv6 [{d}]" for d in ("seed1", "seed2", "aborted")]
+    assert compare.headlines(runs)[2]["worst_disruption"]["kind"] == "stall"
+    compare.figure(runs)   # an aborted run (no events, three steps) plots too
+
+
+@pytest.mark.parametrize("setup,fragment", [
+    (lambda d: None, "no such run directory"),
+    (lambda d: d.mkdir(), "no results.json"),
+    (lambda d: (d.mkdir(), (d / "results.json").write_text('{"schema": "mrclab.results/v0"}')), "has schema"),
+])
+def test_cli_compare_bad_dir_exits_2(two_runs, tmp_path, setup, fragment):
+    bad = tmp_path / "bad"
+    setup(bad)
+    result = mrclab("compare", str(two_runs[0]), str(bad), "--json", "--out", str(tmp_path / "c.png"))
+    assert result.returncode == 2 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(bad) in lines[0] and fragment in lines[0], result.stderr
+
+
+def test_cli_compare_needs_a_dir_and_a_writable_plot_path(two_runs, tmp_path):
+    assert mrclab("compare").returncode == 2
+    result = mrclab("compare", str(two_runs[0]), "--out", str(tmp_path / "nowhere" / "c.png"))
+    assert result.returncode == 2 and "nowhere" in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -1,0 +1,176 @@
+"""`mrclab report DIR`: the PNGs and report.html hold the pictures and facts of the run they describe."""
+import base64
+import csv
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from PIL import Image
+
+from mrclab.report import PLOTS, plots, write_report
+from mrclab.report.run import load
+from tests.conftest import REPO
+from tests.unit.test_report_fixture import AVOID_S, FAILED_LINK, make_run
+
+
+def mrclab(*args):
+    return subprocess.run([sys.executable, "-m", "mrclab", *args], capture_output=True, text=True, cwd=REPO)
+
+
+@pytest.fixture
+def mrc_dir(tmp_path):
+    make_run(tmp_path / "mrc")
+    return tmp_path / "mrc"
+
+
+def embedded_pngs(page: str) -> list[bytes]:
+    return [base64.b64decode(data) for data in re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)]
+
+
+def assert_png(path, min_size=(500, 300)):
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        image.verify()
+    with Image.open(path) as image:
+        assert image.size[0] >= min_size[0] and image.size[1] >= min_size[1], image.size
+
+
+def test_report_writes_every_plot_and_embeds_exactly_those(mrc_dir):
+    written = write_report(mrc_dir)
+    assert written.missing == {}
+    assert sorted(p.name for p in written.pngs) == sorted(spec.file for spec in PLOTS)
+    for png in written.pngs:
+        assert_png(png)
+    page = written.html.read_text()
+    assert sorted(embedded_pngs(page)) == sorted(p.read_bytes() for p in written.pngs)
+    for png in written.pngs:
+        assert f'href="{png.name}"' in page
+
+
+def test_report_html_names_the_run_its_events_and_expectations(mrc_dir):
+    doc = json.loads((mrc_dir / "results.json").read_text())
+    page = write_report(mrc_dir).html.read_text()
+    assert "<title>mrclab report: link-failure</title>" in page
+    assert "mrc over static-srv6 on clos-4p-4l-4s" in page
+    for event in doc["events"]:
+        assert f"<td>{event['action']}</td><td>{event['target']}</td>" in page
+    assert f"{AVOID_S * 1e3:.1f} ms" in page
+    for check in doc["expectations"]:
+        verdict = '<span class="ok">ok</span>' if check["ok"] else '<span class="failed">FAILED</span>'
+        assert f"<td>{check['name']}</td><td>{check['expected']}</td><td>{check['actual']}</td><td>{verdict}" in page
+    assert "<td>topology.links.fabric_rate</td><td>100Mbit</td>" in page
+    assert "Fidelity ok" in page and "banner bad" not in page
+
+
+def test_step_time_plot_is_steps_csv(mrc_dir):
+    run = load(mrc_dir)
+    with open(mrc_dir / "steps.csv") as f:
+        rows = list(csv.DictReader(f))
+    ax = plots.step_time(run).axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    step = lines["step time"]
+    assert list(step.get_xdata()) == [float(r["start_s"]) for r in rows]
+    assert list(step.get_ydata()) == pytest.approx([float(r["duration_s"]) * 1e3 for r in rows])
+    st = run.results["summary"]["step_time_s"]
+    assert lines[f"p50 {st['p50'] * 1e3:.1f} ms"].get_ydata()[0] == pytest.approx(st["p50"] * 1e3)
+    assert lines[f"p100 {st['p100'] * 1e3:.1f} ms"].get_ydata()[0] == pytest.approx(max(step.get_ydata()))
+    labels = [t.get_text().strip() for t in ax.texts]
+    assert labels == [f"link_down {FAILED_LINK} (avoid 4.0 ms)", f"link_up {FAILED_LINK}"]
+    assert ax.get_ylim()[1] > max(step.get_ydata())
+
+
+def test_utilisation_grid_is_the_link_counters(mrc_dir):
+    run = load(mrc_dir)
+    wall = run.results["summary"]["workload_time_s"]
+    links = {(l["from"], l["to"]): l for l in run.results["links"]}
+    grids = plots.utilisation_grids(run)
+    assert len(grids) == 4 * 2
+    up = links[("p0l1", "p0s2")]
+    assert grids[(0, "up")]["util"][1, 2] == pytest.approx(up["tx_bytes"] * 8 / (100e6 * wall))
+    down = links[("p3s0", "p3l2")]
+    assert grids[(3, "down")]["util"][2, 0] == pytest.approx(down["tx_bytes"] * 8 / (100e6 * wall))
+    assert grids[(1, "up")]["trims"][0, 3] == 41 and grids[(0, "down")]["drops"][1, 2] == 7
+    texts = [t.get_text() for ax in plots.link_utilisation(run).axes for t in ax.texts]
+    assert any("T41" in t for t in texts) and sum("D7" in t for t in texts) == 2
+
+
+def test_ev_states_plot_counts_and_transitions(mrc_dir):
+    run = load(mrc_dir)
+    top, low = plots.ev_states(run).axes[:2]
+    series = run.results["series"]
+    bad = next(line for line in low.get_lines() if line.get_label() == "ASSUMED_BAD")
+    assert max(bad.get_ydata()) == max(r["ev_states"]["ASSUMED_BAD"] for r in series) == 6
+    legend = [t.get_text() for t in low.get_legend().get_texts()]
+    assert "EV retired (6)" in legend and "EV revived (6)" in legend
+    assert [t.get_text() for t in top.get_legend().get_texts()][:2] == ["GOOD", "ASSUMED_BAD"]
+
+
+def test_completion_cdf_and_recovery_rates(mrc_dir):
+    run = load(mrc_dir)
+    with open(mrc_dir / "messages.csv") as f:
+        expected = sorted((float(r["delivered_s"]) - float(r["posted_s"])) * 1e3 for r in csv.DictReader(f))
+    cdf = plots.completion_cdf(run).axes[0].get_lines()[0]
+    assert list(cdf.get_xdata()) == pytest.approx(expected)
+    assert cdf.get_ydata()[-1] == 1.0
+    series = run.results["series"]
+    t, rate = plots.interval_rates(series, "trimmed")
+    assert t == [r["t_s"] for r in series[1:]]
+    assert rate[0] == pytest.approx((series[1]["trimmed"] - series[0]["trimmed"]) / 0.25)
+    ax = plots.recovery_counters(run).axes[0]
+    assert [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")] == [
+        f"{k} ({series[-1][k]} total)" for k in ("trimmed", "retransmitted", "timeouts")]
+
+
+def test_aborted_run_reports_what_it_has_and_flags_fidelity(tmp_path):
+    make_run(tmp_path / "aborted", aborted=True, fidelity_ok=False)
+    written = write_report(tmp_path / "aborted")
+    assert set(written.missing) == {"EV states over time", "Trims, retransmissions and timeouts over time"}
+    page = written.html.read_text()
+    assert len(embedded_pngs(page)) == len(written.pngs) == 3
+    assert page.count("Not drawn:") == 2
+    assert '<div class="banner bad">Fidelity NOT OK' in page
+    assert "3 of 4 expectations FAILED: duration_limit, failed_messages, min_goodput_fraction" in page
+    assert "No fault fired during this run." in page
+
+
+def test_bare_results_json_still_gives_a_page(tmp_path):
+    """Only results.json, and that nearly empty: no plot, no crash, the page says what is missing."""
+    (tmp_path / "results.json").write_text(json.dumps({"schema": "mrclab.results/v1", "scenario": {"name": "x"}}))
+    written = write_report(tmp_path)
+    assert written.pngs == [] and len(written.missing) == len(PLOTS)
+    page = written.html.read_text()
+    assert "scenario.yaml is missing" in page and embedded_pngs(page) == []
+
+
+def test_flap_is_one_labelled_burst():
+    flap = [{"t_s": 2 + 0.1 * i, "action": "link_down" if i % 2 == 0 else "link_up", "target": "p1l1-p1s0"}
+            for i in range(60)]
+    fault = [{"t_s": 3.0, "action": "link_down", "target": "p0l1-p0s2"},
+             {"t_s": 6.0, "action": "link_up", "target": "p0l1-p0s2"}]
+    groups = plots.bursts(flap + fault, 0.5)
+    assert [len(g) for g in groups] == [60, 1, 1]
+    assert len(plots.down_intervals(flap + fault, 10.0)) == 30 + 1
+
+
+def test_cli_report(mrc_dir):
+    result = mrclab("report", str(mrc_dir))
+    assert result.returncode == 0, result.stderr
+    assert f"report: {mrc_dir / 'report.html'}" in result.stdout and "5 plots" in result.stdout
+    assert_png(mrc_dir / "report-step-time.png")
+
+
+@pytest.mark.parametrize("setup,fragment", [
+    (lambda d: None, "no such run directory"),
+    (lambda d: d.mkdir(), "no results.json"),
+    (lambda d: (d.mkdir(), (d / "results.json").write_text("{not json")), "not readable JSON"),
+    (lambda d: (d.mkdir(), (d / "results.json").write_text('{"schema": "other/v9"}')), "has schema 'other/v9'"),
+])
+def test_cli_report_bad_input_exits_2(tmp_path, setup, fragment):
+    target = tmp_path / "run"
+    setup(target)
+    result = mrclab("report", str(target))
+    assert result.returncode == 2, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(target) in lines[0] and fragment in lines[0], result.stderr
