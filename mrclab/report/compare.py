@@ -55,7 +55,7 @@ def figure(runs: list[Run]) -> Figure:
         colour = RUN_COLOURS[i % len(RUN_COLOURS)]
         steps = run.results["steps"]
         ax.plot([s["start_s"] for s in steps], [s["duration_s"] * 1e3 for s in steps], marker="o", ms=3, lw=1.2,
-                color=colour, label=f"run {i + 1}: {run.label}")
+                drawstyle="steps-post", color=colour, label=f"run {i + 1}: {run.label}")
         plots.mark_events(ax, run.results["events"], span, colour=colour, labels=False)
     ax.set_xlim(0, span)
     ax.set_ylim(bottom=0)
@@ -67,12 +67,15 @@ def figure(runs: list[Run]) -> Figure:
     hs = headlines(runs)
     colours = [RUN_COLOURS[i % len(RUN_COLOURS)] for i in range(len(runs))]
     names = [f"run {i + 1}" for i in range(len(runs))]
-    for col, (values, ylabel, title) in enumerate((
-            ([h["step_time_s"]["p100"] * 1e3 for h in hs], "p100 step time (ms)", "Worst step (p100)"),
-            ([h["goodput_bps"] / 1e6 for h in hs], "goodput (Mbit/s)", "Goodput"))):
+    p100 = [h["step_time_s"]["p100"] * 1e3 for h in hs]
+    goodput = [h["goodput_bps"] / 1e6 for h in hs]
+    for col, (values, texts, ylabel, title) in enumerate((
+            (p100, [f"{v:.1f}" for v in p100], "p100 step time (ms)", "Worst step (p100)"),
+            (goodput, [f"{v:.1f} ({h['goodput_fraction'] * 100:.0f}% of ideal)" for v, h in zip(goodput, hs)],
+             "goodput (Mbit/s)", "Goodput"))):
         bar_ax = fig.add_subplot(grid[1, col])
         bars = bar_ax.bar(names, values, color=colours)
-        bar_ax.bar_label(bars, fmt="%.1f", fontsize=8)
+        bar_ax.bar_label(bars, labels=texts, fontsize=8)
         bar_ax.set_ylabel(ylabel)
         bar_ax.set_title(title)
         bar_ax.margins(y=0.15)

@@ -137,7 +137,11 @@ def time_span(run: Run) -> float:
 # --- 1. step time -----------------------------------------------------------------------
 
 def step_time(run: Run) -> Figure:
-    """Each step's duration at its start time, with p50/p100 and the faults: the job riding out a failure."""
+    """Each step's duration at its start time, with p50/p100 and the faults: the job riding out a failure.
+
+    Drawn as a staircase (a step's duration held until the next step starts) so a long step
+    reads as a plateau over the time it took, not as a slope into the next one.
+    """
     r = run.results
     steps = r["steps"]
     if not steps:
@@ -147,7 +151,8 @@ def step_time(run: Run) -> Figure:
     st = r["summary"]["step_time_s"]
     fig = Figure(figsize=(10, 4.8), layout="constrained")
     ax = fig.add_subplot()
-    ax.plot(x, y, marker="o", ms=3.5, lw=1.2, color=STEP_COLOUR, label="step time", zorder=3)
+    ax.plot(x, y, marker="o", ms=3.5, lw=1.2, drawstyle="steps-post", color=STEP_COLOUR, label="step time",
+            zorder=3)
     ax.axhline(st["p50"] * 1e3, color=P50_COLOUR, ls=":", lw=1.2, label=f"p50 {st['p50'] * 1e3:.1f} ms")
     ax.axhline(st["p100"] * 1e3, color=P100_COLOUR, ls="-.", lw=1.2, label=f"p100 {st['p100'] * 1e3:.1f} ms")
     ideal = r["summary"]["ideal_time_s"]
