@@ -31,6 +31,7 @@ RETIRED_STATES = ("ASSUMED_BAD", "DENIED")
 COUNTER_COLOURS = {"trimmed": "#1f77b4", "retransmitted": "#ff7f0e", "timeouts": "#d62728"}
 DPI = 110
 LABEL_FONT = 7
+PLANES_PER_ROW = 8
 
 
 class NoData(Exception):
@@ -204,41 +205,52 @@ def utilisation_grids(run: Run) -> dict[tuple[int, str], dict[str, np.ndarray]]:
 
 
 def link_utilisation(run: Run) -> Figure:
-    """Leaf x spine utilisation grids, up and down, one column per plane; trims (T) and drops (D) annotated."""
+    """Leaf x spine utilisation grids, up and down, one column per plane; trims (T) and drops (D) annotated.
+
+    Up to PLANES_PER_ROW planes side by side, then another pair of rows; a grid too large to
+    label every cell labels only the cells with trims or drops.
+    """
     grids = utilisation_grids(run)
     topo = run.results["topology"]
     planes, leaves, spines = topo["planes"], topo["leaves"], topo["spines"]
     # An absolute 0-100% scale: an evenly loaded fabric looks calm and a hot ECMP link stands out
     # (a shaper can let a link run slightly over its rate; the scale then grows to fit).
     vmax = max([100.0] + [float(np.nanmax(g["util"])) * 100 for g in grids.values() if not np.isnan(g["util"]).all()])
-    cell = 0.55
-    fig = Figure(figsize=(max(7.0, planes * (spines * cell + 0.9) + 1.5), 2 * (leaves * cell + 1.3) + 0.8),
+    columns = min(planes, PLANES_PER_ROW)
+    groups = -(-planes // columns)
+    cell = min(0.55, 6.0 / max(leaves, spines))
+    label_all = leaves * spines <= 64
+    fig = Figure(figsize=(max(7.0, columns * (spines * cell + 0.9) + 1.5), 2 * groups * (leaves * cell + 1.3) + 0.8),
                  layout="constrained")
-    axes = fig.subplots(2, planes, squeeze=False)
+    axes = fig.subplots(2 * groups, columns, squeeze=False)
+    for k in range(planes, groups * columns):   # empty places after the last plane
+        for offset in (0, 1):
+            axes[2 * (k // columns) + offset][k % columns].set_axis_off()
     image = None
-    for row, direction in enumerate(("up", "down")):
-        for k in range(planes):
-            ax, g = axes[row][k], grids[(k, direction)]
+    for k in range(planes):
+        for offset, direction in enumerate(("up", "down")):
+            ax, g = axes[2 * (k // columns) + offset][k % columns], grids[(k, direction)]
             util = g["util"] * 100
             image = ax.imshow(util, cmap="YlOrRd", vmin=0, vmax=vmax, aspect="equal")
             for leaf in range(leaves):
                 for spine in range(spines):
-                    value = util[leaf, spine]
+                    value, trims, drops = util[leaf, spine], g["trims"][leaf, spine], g["drops"][leaf, spine]
+                    if not (label_all or trims or drops):
+                        continue
                     text = "n/a" if np.isnan(value) else f"{value:.0f}%"
-                    if g["trims"][leaf, spine]:
-                        text += f"\nT{g['trims'][leaf, spine]}"
-                    if g["drops"][leaf, spine]:
-                        text += f"\nD{g['drops'][leaf, spine]}"
+                    text += f"\nT{trims}" if trims else ""
+                    text += f"\nD{drops}" if drops else ""
                     dark = not np.isnan(value) and value > 0.6 * vmax
                     ax.text(spine, leaf, text, ha="center", va="center", fontsize=6.5,
                             color="white" if dark else "black")
             valid = util[~np.isnan(util)]
-            balance = f"max/mean {valid.max() / valid.mean():.2f}" if valid.size and valid.mean() > 0 else "idle"
+            balance = ("no counters" if not valid.size else "idle" if valid.mean() == 0
+                       else f"max/mean {valid.max() / valid.mean():.2f}")
             arrow = "leaf→spine" if direction == "up" else "spine→leaf"
             ax.set_title(f"p{k} {direction} ({arrow})\n{balance}", fontsize=8)
             ax.set_xticks(range(spines), [f"s{i}" for i in range(spines)], fontsize=7)
             ax.set_yticks(range(leaves), [f"l{j}" for j in range(leaves)], fontsize=7)
-            if k == 0:
+            if k % columns == 0:
                 ax.set_ylabel("leaf", fontsize=8)
             ax.set_xlabel("spine", fontsize=8)
     rate = format_rate(run.link_rate_bps("fabric_rate"))

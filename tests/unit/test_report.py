@@ -96,6 +96,15 @@ def test_utilisation_grid_is_the_link_counters(mrc_dir):
     assert any("T41" in t for t in texts) and sum("D7" in t for t in texts) == 2
 
 
+def test_many_planes_wrap_into_more_rows(mrc_dir):
+    run = load(mrc_dir)
+    run.results["topology"]["planes"] = 10     # planes 4-9 have no counters
+    axes = plots.link_utilisation(run).axes[:-1]   # the last one is the colour bar
+    shown = [ax.get_title() for ax in axes if ax.axison]
+    assert len(axes) == 4 * 8 and len(shown) == 20
+    assert shown[0].startswith("p0 up") and "p9 down (spine→leaf)\nno counters" in shown
+
+
 def test_ev_states_plot_counts_and_transitions(mrc_dir):
     run = load(mrc_dir)
     top, low = plots.ev_states(run).axes[:2]
