@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from html import escape
 
 from . import summary
-from .plots import event_text
+from .plots import event_text, rate_text
 from .run import Run
 
 STYLE = """
@@ -100,7 +100,7 @@ def _events_table(run: Run) -> str:
     for e in sorted(events, key=lambda e: e["t_s"]):
         avoid = e.get("avoid_s")
         rows.append([f"{e['t_s']:.3f}", escape(e["action"]), escape(e["target"]),
-                     escape(str(e["rate"])) if e.get("rate") is not None else "",
+                     escape(rate_text(e)),
                      "" if "avoid_s" not in e else ("never used" if avoid is None else f"{avoid * 1e3:.1f} ms"),
                      escape(event_text(e))])
     return _table(["t (s)", "action", "target", "rate", "avoid_s", "as plotted"], rows)

@@ -44,14 +44,17 @@ def save(fig: Figure, path) -> None:
 
 # --- faults on a time axis ------------------------------------------------------------------
 
+def rate_text(event: dict) -> str:
+    """A loss event's drop probability as a percentage, a rate event's rate with its unit, else ""."""
+    rate = event.get("rate")
+    if rate is None:
+        return ""
+    return f"{rate * 100:g}%" if event["action"] == "loss" else format_rate(rate)
+
+
 def event_text(event: dict) -> str:
     """`link_down p0l1-p0s2`, with the rate of a loss/rate event and the measured avoid_s."""
-    text = f"{event['action']} {event['target']}"
-    rate = event.get("rate")
-    if rate is not None and event["action"] == "loss":
-        text += f" {rate * 100:g}%"
-    elif rate is not None and event["action"] == "rate":
-        text += f" {format_rate(rate)}"
+    text = " ".join(filter(None, (event["action"], event["target"], rate_text(event))))
     if event.get("avoid_s") is not None:
         text += f" (avoid {event['avoid_s'] * 1e3:.1f} ms)"
     return text

@@ -153,6 +153,23 @@ def test_bare_results_json_still_gives_a_page(tmp_path):
     assert "scenario.yaml is missing" in page and embedded_pngs(page) == []
 
 
+def test_every_kind_of_event_is_shown(mrc_dir):
+    """A flap (many toggles), a loss and a rate change next to the link failure: all in the page and the plot."""
+    doc = json.loads((mrc_dir / "results.json").read_text())
+    flap = [{"t_s": round(1.0 + 0.1 * i, 3), "action": "link_down" if i % 2 == 0 else "link_up",
+             "target": "p1l1-p1s0", "event_index": 2} for i in range(20)]
+    doc["events"] += flap + [{"t_s": 4.0, "action": "loss", "target": "p1l0-p1s1", "event_index": 3, "rate": 0.01},
+                             {"t_s": 5.0, "action": "rate", "target": "p2l0-p2s0", "event_index": 4, "rate": 2e7}]
+    (mrc_dir / "results.json").write_text(json.dumps(doc))
+    page = write_report(mrc_dir).html.read_text()
+    for target in ("p0l1-p0s2", "p1l1-p1s0", "p1l0-p1s1", "p2l0-p2s0"):
+        assert f"<td>{target}</td>" in page
+    assert "<td>1%</td>" in page and "<td>20Mbit</td>" in page
+    labels = [t.get_text().strip() for t in plots.step_time(load(mrc_dir)).axes[0].texts]
+    assert labels == ["p1l1-p1s0: 20 events 1.0-2.9 s", "link_down p0l1-p0s2 (avoid 4.0 ms)",
+                      "loss p1l0-p1s1 1%", "rate p2l0-p2s0 20Mbit", "link_up p0l1-p0s2"]
+
+
 def test_flap_is_one_labelled_burst():
     flap = [{"t_s": 2 + 0.1 * i, "action": "link_down" if i % 2 == 0 else "link_up", "target": "p1l1-p1s0"}
             for i in range(60)]
