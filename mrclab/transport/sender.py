@@ -202,6 +202,8 @@ class Sender:
             self._backoff *= 2
 
     def next_timer(self) -> float | None:
+        if self.failed:
+            return None
         order = self._order
         while order and order[0].state != _INFLIGHT:
             order.popleft()
