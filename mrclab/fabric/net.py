@@ -34,6 +34,7 @@ from mininet.link import Intf, Link
 from mininet.node import Host, OVSSwitch
 
 from ..check import kernel_datapath_available
+from ..controller.flows import COOKIE_MISS
 from ..controller.process import Controller
 from ..errors import UsageError
 from ..runstate import RunState
@@ -226,7 +227,6 @@ class Fabric:
 
     def table_miss_drops(self) -> int:
         """Packets every switch dropped for want of a route (table-miss entries)."""
-        from ..controller.flows import COOKIE_MISS
         return sum(f.n_packets for flows in self.flow_tables().values() for f in flows if f.cookie == COOKIE_MISS)
 
     # -- teardown -------------------------------------------------------------------------
