@@ -33,8 +33,9 @@ class TransportConfig:
     max_retransmits: int = 50
     """Transmissions of one packet beyond the first before the connection fails (RC's retry_cnt)."""
     reorder_window: float = 0.0005
-    """RACK: a packet sent before one already SACKed is lost once outstanding this long beyond that packet's RTT
-    (or a quarter of the base RTT, if larger): how much the paths of one connection may disagree in delay."""
+    """RACK: a packet sent before one already SACKed is lost once outstanding this long beyond that packet's RTT.
+    The window used is the largest of this, the base RTT and 4 x rttvar: paths whose queues differ by a few
+    packets disagree by that much, and a false loss would retire a healthy path."""
     sack_every: int = 4
     """The receiver SACKs every N data packets (and at once on ECN, duplicates and message completion)."""
     sack_delay: float = 0.0002

@@ -6,8 +6,10 @@ record and a transmit sequence number, so loss detection is never confused by an
 copy. A packet is declared lost, and its EV retired (loss means failure), when
 
 * RACK: a packet transmitted after it was SACKed and it is still unacknowledged
-  ``rtt + reorder window`` after its own transmission (cross-path skew is what the
-  window absorbs), or
+  ``rtt + window`` after its own transmission, the window being the largest of
+  ``reorder_window``, the base RTT and 4 x rttvar (it absorbs cross-path skew: with
+  trimming switches the queues of different planes differ by up to a few packets,
+  and a false loss would retire a healthy path), or
 * its retransmission timeout (per packet, backed off while nothing is acknowledged)
   expires.
 

@@ -146,5 +146,5 @@ def test_single_path_uses_one_ev_and_stalls_while_its_path_is_down():
     assert a.conn.counters.timeouts > 0 and a.conn.ev_state(ev) != EvState.ASSUMED_BAD
     net.run(until=0.6)
     assert b.conn.counters.bytes_received > stalled_from and not a.conn.failed
-    used = {link.name for link in links.values() if link.tx_packets and link.name.startswith(f"h0->")}
+    used = {link.name for link in links.values() if link.tx_packets and link.name.startswith("h0->")}
     assert used == {f"h0->p{p}l0"}
