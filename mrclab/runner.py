@@ -265,7 +265,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
                 else:
                     outcome = execution.run()
                 fidelity = sampler.stop()
-                doc = _document(scenario, started_at, outcome, agents.call_all("stats"), agents.samples,
+                doc = _document(scenario, state.run_id, started_at, outcome, agents.call_all("stats"), agents.samples,
                                 fabric, fidelity)
             finally:
                 agents.stop()
@@ -289,12 +289,13 @@ def _message_rows(o: Outcome) -> list[list]:
     return rows
 
 
-def _document(scenario: Scenario, started_at: str, outcome: Outcome, agent_stats: dict, agents_samples: dict,
+def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome, agent_stats: dict, agents_samples: dict,
               fabric, fidelity: dict) -> dict:
     topo = scenario.topology
     events = [{k: v for k, v in record.items() if not k.startswith("_")} for record in outcome.fired]
     doc = {
         "schema": results.SCHEMA,
+        "run_id": run_id,
         "scenario": {"name": scenario.name, "file": scenario.source},
         "topology": {"name": topo.name, "planes": topo.planes, "leaves": topo.leaves, "spines": topo.spines,
                      "hosts": topo.hosts},
