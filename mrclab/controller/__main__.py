@@ -1,4 +1,5 @@
-"""Controller process entry: ``python -m mrclab.controller --app static_srv6 --port P --layout F --stats F --log F``.
+"""Controller process entry: ``python -m mrclab.controller --app static_srv6 --port P --layout F --stats F --log F
+[--convergence-delay S]``.
 
 os-ken 4.x has no osken-manager, so this sets os_ken's CONF (listening on 127.0.0.1
 only) and runs the app in-process; eventlet's monkey-patching stays in this process.
@@ -8,7 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-APPS = {"static_srv6": "mrclab.controller.static_srv6"}
+APPS = {"static_srv6": "mrclab.controller.static_srv6", "ecmp_reconverge": "mrclab.controller.ecmp_reconverge"}
 
 
 def main() -> None:
@@ -18,6 +19,8 @@ def main() -> None:
     parser.add_argument("--layout", required=True)
     parser.add_argument("--stats", required=True)
     parser.add_argument("--log", required=True)
+    parser.add_argument("--convergence-delay", type=float, default=2.0,
+                        help="seconds a reconverging app waits before reprogramming (ecmp_reconverge)")
     args = parser.parse_args()
     logging.basicConfig(filename=args.log, level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -27,10 +30,11 @@ def main() -> None:
     from os_ken.controller import controller  # noqa: F401  registers the ofp_* options
 
     from .base import OPTIONS
-    cfg.CONF.register_opts(OPTIONS)
+    cfg.CONF.register_opts(OPTIONS + [cfg.FloatOpt("mrclab_convergence_delay")])
     cfg.CONF(args=[], project="os_ken")
     for key, value in (("ofp_listen_host", "127.0.0.1"), ("ofp_tcp_listen_port", args.port),
-                       ("mrclab_layout", args.layout), ("mrclab_stats", args.stats)):
+                       ("mrclab_layout", args.layout), ("mrclab_stats", args.stats),
+                       ("mrclab_convergence_delay", args.convergence_delay)):
         cfg.CONF.set_override(key, value)
     AppManager.run_apps([APPS[args.app], "os_ken.controller.ofp_handler"])
 

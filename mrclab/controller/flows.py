@@ -47,7 +47,8 @@ SHIFT_ACTIONS = (
 @dataclass(frozen=True)
 class Flow:
     """One flow entry. Actions: ("move", src, src_ofs, dst, dst_ofs, n_bits),
-    ("load", dst, ofs, n_bits, value), ("dec_ttl",), ("set_field", field, value), ("output", port or IN_PORT)."""
+    ("load", dst, ofs, n_bits, value), ("dec_ttl",), ("set_field", field, value), ("output", port or IN_PORT),
+    ("group", group id)."""
 
     table: int
     priority: int
@@ -84,6 +85,8 @@ def _ofctl_action(action: tuple) -> str:
         return f"set_field:{action[2]}->{action[1]}"
     if kind == "output":
         return "IN_PORT" if action[1] == IN_PORT else f"output:{action[1]}"
+    if kind == "group":
+        return f"group:{action[1]}"
     return kind
 
 

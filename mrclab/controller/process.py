@@ -33,7 +33,8 @@ def free_port() -> int:
 class Controller:
     """One controller process for one run; its files live in `directory`."""
 
-    def __init__(self, state: RunState, layout: Layout, directory: Path, app: str = "static_srv6") -> None:
+    def __init__(self, state: RunState, layout: Layout, directory: Path, app: str = "static_srv6",
+                 convergence_delay: float = 2.0) -> None:
         self.state, self.layout, self.app = state, layout, app
         self.port = free_port()
         directory.mkdir(parents=True, exist_ok=True)
@@ -46,7 +47,8 @@ class Controller:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "mrclab.controller", "--app", app, "--port", str(self.port),
-                 "--layout", str(self.layout_path), "--stats", str(self.stats_path), "--log", str(self.log_path)],
+                 "--layout", str(self.layout_path), "--stats", str(self.stats_path), "--log", str(self.log_path),
+                 "--convergence-delay", str(convergence_delay)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
         state.add_process(self.process.pid, f"controller {app}")
 

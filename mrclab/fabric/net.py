@@ -43,8 +43,8 @@ from . import hostconf, layout as layout_mod, ovs
 from .faults import Faults
 
 
-# routing (SPEC name) -> controller app; ecmp-reconverge will be a sibling app of static_srv6.
-APPS = {"static-srv6": "static_srv6"}
+# routing (SPEC name) -> controller app
+APPS = {"static-srv6": "static_srv6", "ecmp-reconverge": "ecmp_reconverge"}
 OVS_PIDFILE = "/var/run/openvswitch/ovs-vswitchd.pid"
 
 
@@ -80,7 +80,7 @@ class Fabric:
         self.layout = layout_mod.build(topology, self.state.prefix)
         self.datapath = "kernel" if kernel_datapath_available() else "user"
         self.egress_factory, self.app = egress_factory, APPS[routing]
-        self.convergence_delay = convergence_delay  # for ecmp-reconverge, once it exists
+        self.convergence_delay = convergence_delay  # how long ecmp-reconverge waits before reprogramming
         self.hosts: dict[str, Host] = {}
         self.switches: dict[str, OVSSwitch] = {}
         self.controller: Controller | None = None
@@ -113,7 +113,7 @@ class Fabric:
             state.add_bridge(bridge)
         for ifname in lay.switch_ifnames:
             state.add_interface(ifname)
-        self.controller = Controller(state, lay, self.directory, self.app)
+        self.controller = Controller(state, lay, self.directory, self.app, self.convergence_delay)
         self._make_hosts()
         self._make_switches()
         self._make_links()
