@@ -14,8 +14,7 @@ loader would reload the object for every port and pins shared maps in the global
 ``/sys/fs/bpf/tc/globals``, where concurrent runs would collide. Instead the program is
 pinned in a bpffs instance mounted privately for the run (``/run/mrclab/<id>.bpf``,
 recorded in the RunState so ``clean`` unmounts it) and every port attaches that pinned
-program with ``tc filter ... bpf da object-pinned``. One process-independent set of maps
-thus serves all ports of a run, in any network namespace.
+program with ``tc filter ... bpf da object-pinned``, one ``tc -batch`` per port.
 
 Port identity. ifindex is not unique across namespaces, so each port gets a run-local id
 passed as the filter's ``classid`` minor: cls_bpf stores it in ``skb->tc_classid`` before
@@ -23,11 +22,20 @@ running the program, which indexes three array maps with it: ``cfg`` (written he
 ``queue`` (backlog + timestamp, guarded by a ``bpf_spin_lock`` because both CPUs may send
 on one port; the lock is held only for a few arithmetic instructions) and per-CPU
 ``stats`` (no atomics on the hot path; summed here when read). Python reads and writes
-them through libbpf's map syscall wrappers on the fds it holds.
+them through libbpf's map syscall wrappers on the fds it holds. Interface names must be
+unique within a run (Mininet's are).
 
-Trimmed packets add only their trimmed size to the backlog, up to a second queue's worth
-(a real switch's header queue is finite too). The drain computation caps elapsed time at
-one second, so a queue holding more than a second of traffic drains slightly late.
+Kernel details the program relies on, each checked by the integration tests:
+the qdisc layer takes a packet's length before the egress hook, so a trimmed packet is sent
+round the device once more (``bpf_redirect`` to itself) for HTB to charge its trimmed size;
+drops return ``TC_ACT_STOLEN`` (success to the sender, as a loss on a wire would be), since a
+failed send makes OVS's userspace datapath discard or resend the rest of its batch and stalls
+a local TCP sender; GSO super-packets from a local TCP sender count as their segments and
+wire length, and a virtual queue drops one whole, so a host NIC carrying TCP wants a queue
+deeper than TCP's small-queue budget (about 1 MiB). Trimmed packets add only their trimmed
+size to the backlog, up to a second queue's worth (a real switch's header queue is finite
+too). The drain computation caps elapsed time at one second, so a queue holding more than a
+second of traffic drains slightly late.
 """
 from __future__ import annotations
 
@@ -44,7 +52,7 @@ from typing import NamedTuple
 
 from ..check import PROVISION, Row
 from ..errors import EnvironmentNotReady
-from ..runstate import STATE_DIR, RunState
+from ..runstate import RunState
 
 SOURCE = Path(__file__).with_name("bpf") / "egress.c"
 CACHE_DIR = Path(os.environ.get("MRCLAB_CACHE_DIR", "/var/cache/mrclab"))
@@ -129,7 +137,7 @@ class Egress:
         if not self._obj:
             raise EnvironmentNotReady(f"libbpf cannot open the program: {os.strerror(ctypes.get_errno())} "
                                       f"(mrclab check: {CHECK_ROW})")
-        self._mount = str(STATE_DIR / f"{state.run_id}.bpf")
+        self._mount = str(state.path.with_suffix(".bpf"))  # /run/mrclab/<id>.bpf
         try:
             err = self._lib.bpf_object__load(self._obj)
             if err:

@@ -29,7 +29,8 @@ TRIMMED_FRAME = 14 + 40 + 8 + 48
 
 SENDER = r"""
 import socket, struct, sys, time
-dst, port, size, pps, count, mrc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "1"
+dst, port, size, count, mrc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[5]), sys.argv[6] == "1"
+pps = float(sys.argv[4])
 s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
 body = bytes(size - 48)
 t0 = time.perf_counter()
