@@ -20,7 +20,6 @@ from os_ken.ofproto import ofproto_v1_3
 
 from ..fabric.layout import Layout, SwitchLayout
 from . import ofp, stats
-from .ecmp_flows import Group
 from .flows import Flow
 
 OPTIONS = [cfg.StrOpt("mrclab_layout", help="fabric layout JSON written by the builder"),
@@ -47,13 +46,12 @@ class FabricApp(app_manager.OSKenApp):
     def boot_flows(self, switch: SwitchLayout) -> list[Flow]:
         raise NotImplementedError
 
-    def install(self, dp, flows: list[Flow | Group]) -> None:
-        """Send flow-mods (and group-mods: they count as flow-mods) in order, and count them."""
+    def install(self, dp, flows: list[Flow]) -> None:
         switch = self.by_dpid[dp.id]
         entry = self.doc["switches"][switch.name]
         key = "flow_mods_after_boot" if entry["programmed"] else "flow_mods_boot"
         for flow in flows:
-            dp.send_msg(ofp.message(dp, flow))
+            dp.send_msg(ofp.flow_mod(dp, flow))
         entry["flow_mods"] += len(flows)
         self.doc[key] += len(flows)
 

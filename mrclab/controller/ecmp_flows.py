@@ -2,63 +2,48 @@
 
 Here the switches, not the senders, choose the path. Packets carry the destination
 host's own address ``fcbb:k:<host uSID>::`` (`Plan.host_address`) and every switch of
-plane k forwards on its /48 prefix, in one table:
+plane k forwards on its /48 prefix:
 
-* a leaf sends its own hosts' prefixes down (rewriting the Ethernet destination to the
-  host's MAC, as the static tables do) and every other host's prefix to a **select
-  group** of the destination's leaf, one bucket per live spine uplink. Keeping one group
-  per remote leaf (group id = leaf index + 1) is what makes a fault cheap to route
-  around: a dead (leaf, spine) link removes that spine from exactly the groups that
-  lead to or leave from that leaf, and nothing else changes;
 * a spine sends each host's prefix to the port of that host's leaf;
-* whatever else arrives (uSID path addresses included) hits the table-miss drop.
+* a leaf sends its own hosts' prefixes down (rewriting the Ethernet destination to the
+  host's MAC, as the static tables do), and every other host's prefix through the ECMP
+  table of the destination's leaf: table 0 writes that leaf into ``reg1`` and a hash of
+  the packet's 5-tuple into ``reg0`` (one of ``SLOTS_PER_SPINE x spines`` hash slots),
+  and table 1 maps (leaf, slot) to a spine uplink, the way a switch ASIC's ECMP member
+  table does. Each spine starts with an equal share of the slots; a spine that can no
+  longer reach the destination leaf hands its slots round-robin to the live ones, so
+  only the flows that were on the dead path move, spread evenly (resilient hashing);
+* whatever else arrives (uSID path addresses included) is dropped by a table-miss entry.
 
-The select groups are sent over OpenFlow 1.3, which has no way to name the hash
-fields (OVS takes ``selection_method=hash,fields(...)`` only in OpenFlow 1.5 group
-mods, and the bridges speak 1.3). OVS's default for a select group of equal-weight
-buckets is then ``dp_hash`` with its symmetric L4 hash (IPv6 source and destination,
-IP protocol, L4 ports), the usual switch ECMP: a sender moves a flow to another path
-by changing its UDP source port, which is how RoCE and UET NICs feed entropy to ECMP.
-Buckets watch no port (``watch_port=ANY``), so OVS never skips a dead uplink by itself:
-a dead link keeps its share of the hash until the controller reprograms the group,
-which is the reconvergence delay being modelled.
+Why ``multipath`` and not an OpenFlow select group: OVS 3.1 hashes select groups with
+``dp_hash`` over its symmetric L4 hash, which leaves UDP ports out (checked: 16 UDP
+source ports between one host pair all took the same bucket), and naming the hash
+fields (``selection_method=hash,fields(...)``) needs OpenFlow 1.5 group mods, while the
+bridges speak 1.3. The ``multipath`` action with ``symmetric_l3l4+udp`` hashes IPv6
+source and destination, IP protocol and the L4 ports, UDP included: a sender moves a
+flow to another path by changing its UDP source port, which is how RoCE and UET NICs
+feed entropy to ECMP. Nothing here watches port liveness, so a dead uplink keeps its
+slots until the controller rewrites them: that wait is the reconvergence being modelled.
 
 `dead_links` turns port and switch states into dead (leaf, spine) links, `entries_for`
-gives a switch's whole table for a set of dead links, and `reprogram` the group
-changes between two such sets (the affected switches only).
+gives a switch's whole table for a set of dead links, and `reprogram` the member-table
+entries that differ between two such sets (so only the affected leaves are touched).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable, Union
+from typing import Iterable
 
 from ..addressing import Plan, host_usid
 from ..fabric.layout import Layout
 from ..spec.topology import parse_node
 from .flows import COOKIE_FORWARD, COOKIE_MISS, PRIORITY_MISS, PRIORITY_ROUTE, Flow, _ipv6_match
 
+SLOTS_PER_SPINE = 4
+TABLE_ROUTE, TABLE_MEMBERS = 0, 1
+LEAF_REG, SLOT_REG = "reg1", "reg0"
+
 DeadLinks = frozenset  # of (leaf name, spine name)
-
-
-@dataclass(frozen=True)
-class Group:
-    """A select group with one bucket (plain ``output``) per port; `modify` replaces an existing group."""
-
-    group_id: int
-    ports: tuple[int, ...]
-    modify: bool = False
-
-    def to_ofctl(self) -> str:
-        buckets = "".join(f",bucket=output:{port}" for port in self.ports)
-        return f"group_id={self.group_id},type=select{buckets}"
-
-
-Entry = Union[Group, Flow]
-
-
-def group_id(dest_leaf: int) -> int:
-    """The group a leaf forwards to for hosts behind leaf `dest_leaf` (0 is not a valid OpenFlow group id)."""
-    return dest_leaf + 1
+Members = tuple  # port per hash slot; None where no spine reaches the destination leaf
 
 
 def plan_of(layout: Layout) -> Plan:
@@ -80,47 +65,70 @@ def dead_links(layout: Layout, down_ports: Iterable[tuple[str, str]], disconnect
     return frozenset(dead)
 
 
-def leaf_groups(layout: Layout, leaf: str, dead: DeadLinks) -> dict[int, Group]:
-    """group id -> group of `leaf`: towards each other leaf of its plane, the spines both reach alive."""
+def members(uplinks: list[int], live: list[bool]) -> Members:
+    """The slot -> port table of one destination: slot s belongs to spine ``s % spines`` while that spine
+    is live; the slots of dead spines go round-robin to the live ones."""
+    spines = len(uplinks)
+    alive = [port for port, ok in zip(uplinks, live) if ok]
+    table, handed = [], 0
+    for slot in range(SLOTS_PER_SPINE * spines):
+        if live[slot % spines]:
+            table.append(uplinks[slot % spines])
+        elif alive:
+            table.append(alive[handed % len(alive)])
+            handed += 1
+        else:
+            table.append(None)
+    return tuple(table)
+
+
+def leaf_members(layout: Layout, leaf: str, dead: DeadLinks) -> dict[int, Members]:
+    """Destination leaf index -> member table of `leaf`, for every other leaf of its plane."""
     plan = plan_of(layout)
     _, plane, own = parse_node(leaf)
-    ports = layout.switches[leaf].ports
-    groups = {}
-    for remote in range(plan.leaves):
-        if remote == own:
-            continue
-        other = f"p{plane}l{remote}"
-        live = [ports[spine].number for spine in (f"p{plane}s{i}" for i in range(plan.spines))
-                if (leaf, spine) not in dead and (other, spine) not in dead]
-        groups[group_id(remote)] = Group(group_id(remote), tuple(sorted(live)))
-    return groups
+    spines = [f"p{plane}s{i}" for i in range(plan.spines)]
+    uplinks = [layout.port(leaf, spine).number for spine in spines]
+    return {remote: members(uplinks, [(leaf, s) not in dead and (f"p{plane}l{remote}", s) not in dead
+                                      for s in spines])
+            for remote in range(plan.leaves) if remote != own}
 
 
-def entries_for(layout: Layout, switch: str, dead: DeadLinks = frozenset()) -> list[Entry]:
-    """The whole table of `switch` (groups first: a flow may only name a group that exists)."""
+def member_flow(remote: int, slot: int, port: int | None) -> Flow:
+    match = ((LEAF_REG, remote), (SLOT_REG, slot))
+    if port is None:
+        return Flow(TABLE_MEMBERS, PRIORITY_ROUTE, COOKIE_MISS, match)  # no path: counted as a routing drop
+    return Flow(TABLE_MEMBERS, PRIORITY_ROUTE, COOKIE_FORWARD, match, (("output", port),))
+
+
+def entries_for(layout: Layout, switch: str, dead: DeadLinks = frozenset()) -> list[Flow]:
+    """Every flow of `switch` for the given dead links."""
     plan = plan_of(layout)
     kind, plane, index = parse_node(switch)
     ports = layout.switches[switch].ports
-    entries: list[Entry] = []
-    if kind == "leaf":
-        entries += leaf_groups(layout, switch, dead).values()
+    slots = SLOTS_PER_SPINE * plan.spines
+    flows = []
     for host in range(plan.hosts):
         match = _ipv6_match(plane, host_usid(host))
         leaf = plan.leaf_of(host)
+        goto = None
         if kind == "spine":
             actions = (("dec_ttl",), ("output", ports[f"p{plane}l{leaf}"].number))
         elif leaf == index:
             port = ports[f"h{host}"]
             actions = (("dec_ttl",), ("set_field", "eth_dst", port.peer_mac), ("output", port.number))
         else:
-            actions = (("dec_ttl",), ("group", group_id(leaf)))
-        entries.append(Flow(0, PRIORITY_ROUTE, COOKIE_FORWARD, match, actions))
-    entries.append(Flow(0, PRIORITY_MISS, COOKIE_MISS, ()))
-    return entries
+            actions, goto = (("dec_ttl",), ("load", LEAF_REG, 0, 16, leaf), ("multipath", slots, SLOT_REG)), 1
+        flows.append(Flow(TABLE_ROUTE, PRIORITY_ROUTE, COOKIE_FORWARD, match, actions, goto))
+    tables = [TABLE_ROUTE]
+    if kind == "leaf":
+        tables.append(TABLE_MEMBERS)
+        for remote, table in leaf_members(layout, switch, dead).items():
+            flows += [member_flow(remote, slot, port) for slot, port in enumerate(table)]
+    return flows + [Flow(table, PRIORITY_MISS, COOKIE_MISS, ()) for table in tables]
 
 
-def reprogram(layout: Layout, before: DeadLinks, after: DeadLinks) -> dict[str, list[Group]]:
-    """Leaf -> the groups (as modifications) whose buckets differ between the two sets of dead links.
+def reprogram(layout: Layout, before: DeadLinks, after: DeadLinks) -> dict[str, list[Flow]]:
+    """Leaf -> the member-table entries whose port differs between the two sets of dead links.
 
     Only the leaves of planes whose dead links changed are looked at; spines never change
     (a spine's only route to a host is through that host's leaf)."""
@@ -129,8 +137,9 @@ def reprogram(layout: Layout, before: DeadLinks, after: DeadLinks) -> dict[str, 
     for name, switch in sorted(layout.switches.items()):
         if switch.kind != "leaf" or switch.plane not in planes:
             continue
-        old, new = leaf_groups(layout, name, before), leaf_groups(layout, name, after)
-        changed = [Group(g.group_id, g.ports, modify=True) for gid, g in new.items() if old[gid].ports != g.ports]
-        if changed:
-            changes[name] = changed
+        old, new = leaf_members(layout, name, before), leaf_members(layout, name, after)
+        flows = [member_flow(remote, slot, port) for remote, table in new.items()
+                 for slot, port in enumerate(table) if old[remote][slot] != port]
+        if flows:
+            changes[name] = flows
     return changes

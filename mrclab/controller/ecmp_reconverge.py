@@ -1,17 +1,18 @@
 """ECMP with reconvergence: the traditional fabric MRC is compared with (``routing: ecmp-reconverge``).
 
-Switches route on destination host addresses through select groups (see `ecmp_flows`).
+Switches route on destination host addresses, leaves hashing the 5-tuple over their
+spine uplinks through one ECMP member table per destination leaf (see `ecmp_flows`).
 When a leaf-spine link stops carrying traffic (a PORT_STATUS saying either end is down,
 or a switch leaving the controller), the app does what BGP does in a large fabric: the
 change takes ``convergence_delay`` seconds to reach the routing tables (timers, update
 propagation, FIB programming), and then only the affected leaves are reprogrammed: a
-dead (L, S) link takes S out of L's groups and out of every other leaf's group towards
-L; a dead spine takes itself out of every group of its plane. A link coming back is put
+dead (L, S) link takes S out of L's member tables and out of every other leaf's table
+towards L; a dead spine takes itself out of every table of its plane. A link coming back is put
 back after the same delay. Until then, flows hashed onto a dead link are lost, as in a
 real fabric. Each change is scheduled with the link states seen when it happened, so a
 flap replays in order, delay later.
 
-Every group-mod sent after boot counts in ``flow_mods_after_boot``. Each reconvergence is
+Every flow-mod sent after boot counts in ``flow_mods_after_boot``. Each reconvergence is
 logged and recorded in the stats file under ``reconvergences``:
 ``{t, trigger_t, trigger, switches, flow_mods}`` (``t``, ``trigger_t``: Unix times of the
 reprogramming and of the event that caused it).
@@ -28,6 +29,7 @@ from os_ken.lib import hub
 from ..fabric.layout import SwitchLayout
 from . import ecmp_flows
 from .base import FabricApp
+from .flows import Flow
 
 
 class EcmpReconverge(FabricApp):
@@ -40,12 +42,12 @@ class EcmpReconverge(FabricApp):
         self.down_ports: set[tuple[str, str]] = set()   # (switch, peer) whose port reports down
         self.disconnected: set[str] = set()
         self.seen = ecmp_flows.dead_links(self.layout, (), ())     # dead links as of the latest event
-        self.applied = self.seen                                     # dead links the groups reflect
+        self.applied = self.seen                                     # dead links the tables reflect
         self.datapaths: dict[str, object] = {}
         self.doc.update(convergence_delay_s=self.delay, reconvergences=[])
         self._save()
 
-    def boot_flows(self, switch: SwitchLayout) -> list[ecmp_flows.Entry]:
+    def boot_flows(self, switch: SwitchLayout) -> list[Flow]:
         return ecmp_flows.entries_for(self.layout, switch.name, self.applied)
 
     @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
@@ -95,18 +97,18 @@ class EcmpReconverge(FabricApp):
         changes = ecmp_flows.reprogram(self.layout, self.applied, dead)
         self.applied = dead
         sent = 0
-        for name, groups in changes.items():
+        for name, flows in changes.items():
             dp = self.datapaths.get(name)
             if dp is None:
-                self.logger.warning("%s is not connected; its groups stay as they are", name)
+                self.logger.warning("%s is not connected; its flows stay as they are", name)
                 continue
-            self.install(dp, groups)
-            sent += len(groups)
-            for group in groups:
-                self.logger.info("%s: %s", name, group.to_ofctl())
+            self.install(dp, flows)
+            sent += len(flows)
+            for flow in flows:
+                self.logger.info("%s: %s", name, flow.to_ofctl())
         now = time.time()
         self.doc["reconvergences"].append({"t": now, "trigger_t": trigger_t, "trigger": trigger,
                                            "switches": sorted(changes), "flow_mods": sent})
-        self.logger.info("reconverged %.3fs after %s: %d group-mods to %s", now - trigger_t, trigger, sent,
+        self.logger.info("reconverged %.3fs after %s: %d flow-mods to %s", now - trigger_t, trigger, sent,
                          ", ".join(sorted(changes)) or "no switch")
         self._save()

@@ -48,7 +48,8 @@ SHIFT_ACTIONS = (
 class Flow:
     """One flow entry. Actions: ("move", src, src_ofs, dst, dst_ofs, n_bits),
     ("load", dst, ofs, n_bits, value), ("dec_ttl",), ("set_field", field, value), ("output", port or IN_PORT),
-    ("group", group id)."""
+    ("multipath", n_links, dst): a symmetric hash of addresses, IP protocol and L4 ports (UDP's too), modulo
+    n_links, into dst[0..15] (OVS's ``multipath`` with fields ``symmetric_l3l4+udp``)."""
 
     table: int
     priority: int
@@ -85,13 +86,14 @@ def _ofctl_action(action: tuple) -> str:
         return f"set_field:{action[2]}->{action[1]}"
     if kind == "output":
         return "IN_PORT" if action[1] == IN_PORT else f"output:{action[1]}"
-    if kind == "group":
-        return f"group:{action[1]}"
+    if kind == "multipath":
+        return f"multipath(symmetric_l3l4+udp,0,modulo_n,{action[1]},0,{_nxm(action[2])}[0..15])"
     return kind
 
 
 def _nxm(field: str) -> str:
-    return {"ipv6_dst": "NXM_NX_IPV6_DST", "xxreg0": "NXM_NX_XXREG0"}[field]
+    return {"ipv6_dst": "NXM_NX_IPV6_DST", "xxreg0": "NXM_NX_XXREG0", "reg0": "NXM_NX_REG0",
+            "reg1": "NXM_NX_REG1"}[field]
 
 
 def _ipv6_match(plane: int, usid: int) -> tuple[tuple[str, Any], ...]:

@@ -1,10 +1,11 @@
-"""Plain `flows.Flow` and `ecmp_flows.Group` entries -> OpenFlow 1.3 messages (os-ken), nothing else."""
+"""Plain `flows.Flow` entries -> OpenFlow 1.3 messages (os-ken), nothing else."""
 from __future__ import annotations
 
 from os_ken.ofproto import nicira_ext
 
-from .ecmp_flows import Group
 from .flows import IN_PORT, Flow
+
+NX_HASH_FIELDS_SYMMETRIC_L3L4_UDP = 3  # OVS nicira-ext.h enum nx_hash_fields; os-ken does not name it
 
 
 def _action(dp, action: tuple):
@@ -22,8 +23,11 @@ def _action(dp, action: tuple):
         return parser.OFPActionSetField(**{action[1]: action[2]})
     if kind == "output":
         return parser.OFPActionOutput(ofproto.OFPP_IN_PORT if action[1] == IN_PORT else action[1])
-    if kind == "group":
-        return parser.OFPActionGroup(action[1])
+    if kind == "multipath":
+        _, n_links, dst = action
+        return parser.NXActionMultipath(fields=NX_HASH_FIELDS_SYMMETRIC_L3L4_UDP, basis=0,
+                                        algorithm=nicira_ext.NX_MP_ALG_MODULO_N, max_link=n_links - 1, arg=0,
+                                        ofs_nbits=nicira_ext.ofs_nbits(0, 15), dst=dst)
     raise ValueError(f"unknown action {action!r}")
 
 
@@ -38,17 +42,3 @@ def flow_mod(dp, flow: Flow):
     return parser.OFPFlowMod(dp, cookie=flow.cookie, table_id=flow.table, command=ofproto.OFPFC_ADD,
                              priority=flow.priority, match=parser.OFPMatch(**dict(flow.match)),
                              instructions=instructions)
-
-
-def group_mod(dp, group: Group):
-    """A select group; buckets watch no port, so only the controller takes a dead uplink out (see ecmp_flows)."""
-    parser, ofproto = dp.ofproto_parser, dp.ofproto
-    buckets = [parser.OFPBucket(weight=1, watch_port=ofproto.OFPP_ANY, watch_group=ofproto.OFPG_ANY,
-                                actions=[parser.OFPActionOutput(port)]) for port in group.ports]
-    command = ofproto.OFPGC_MODIFY if group.modify else ofproto.OFPGC_ADD
-    return parser.OFPGroupMod(dp, command, ofproto.OFPGT_SELECT, group.group_id, buckets)
-
-
-def message(dp, entry: Flow | Group):
-    """The flow-mod or group-mod of one table entry."""
-    return group_mod(dp, entry) if isinstance(entry, Group) else flow_mod(dp, entry)
