@@ -32,10 +32,15 @@ class TransportConfig:
     """Ceiling of the exponentially backed-off timeout."""
     max_retransmits: int = 50
     """Transmissions of one packet beyond the first before the connection fails (RC's retry_cnt)."""
-    reorder_window: float = 0.0005
+    reorder_window: float = 0.002
     """RACK: a packet sent before one already SACKed is lost once outstanding this long beyond that packet's RTT.
-    The window used is the largest of this, the base RTT and 4 x rttvar: paths whose queues differ by a few
-    packets disagree by that much, and a false loss would retire a healthy path."""
+    The window used is the largest of this, the base RTT, ``reorder_rttvar`` x rttvar and what packets wrongly
+    declared lost so far would have needed, capped at ``reorder_window_max``."""
+    reorder_rttvar: float = 4.0
+    """Multiple of the RTT variance in the reorder window (how far paths' delays spread)."""
+    reorder_window_max: float = 0.02
+    """Ceiling of the reorder window: past it a failed path costs more time than a false alarm, which probing
+    (or the late packet's own SACK) undoes."""
     sack_every: int = 4
     """The receiver SACKs every N data packets (and at once on ECN, duplicates and message completion)."""
     sack_delay: float = 0.0002
@@ -75,6 +80,8 @@ class TransportConfig:
             ("rto_initial", self.rto_initial > 0, "> 0"),
             ("max_retransmits", self.max_retransmits >= 0, ">= 0"),
             ("reorder_window", self.reorder_window >= 0, ">= 0"),
+            ("reorder_rttvar", self.reorder_rttvar >= 0, ">= 0"),
+            ("reorder_window_max", self.reorder_window_max >= self.reorder_window, ">= reorder_window"),
             ("sack_every", self.sack_every >= 1, ">= 1"),
             ("sack_delay", self.sack_delay >= 0, ">= 0"),
             ("cc_init_window", self.cc_init_window >= 1, ">= 1"),

@@ -14,7 +14,7 @@ own PSN space (the sending half is :mod:`.sender`, the receiving half :mod:`.rec
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Hashable
 
 from .config import TransportConfig
 from .counters import Counters
@@ -26,9 +26,11 @@ from .wire import Data, Nack, Probe, Sack, WireError, decode
 
 class Connection:
     def __init__(self, conn_id: int, evs: list[int], ev_plane: Callable[[int], int],
-                 config: TransportConfig | None = None) -> None:
+                 config: TransportConfig | None = None, ev_path: Callable[[int], Hashable] | None = None) -> None:
         """``evs``: every EV this connection may use; the first ``ev_count`` (balanced over planes) are
-        active, the rest are spares for retired ones. ``ev_plane``: the plane an EV steers to."""
+        active, the rest are spares for retired ones. ``ev_plane``: the plane an EV steers to.
+        ``ev_path``: the path an EV steers to (any hashable; EVs that share a path fail together), when the
+        sender writes the path (SRv6); None when the fabric hides it (ECMP): then each EV is its own path."""
         config = config or TransportConfig()
         if not 0 <= conn_id <= 0xFFFFFFFF:
             raise ValueError(f"conn_id {conn_id} does not fit in 32 bits")
@@ -37,7 +39,7 @@ class Connection:
         self.counters = Counters()
         self._events: list = []
         self._evs = EvSet(list(evs), ev_plane, config.ev_count, config.ev_min_active, config.probe_interval,
-                          config.probe_successes, config.single_path, self._events, self.counters)
+                          config.probe_successes, config.single_path, self._events, self.counters, ev_path)
         self._tx = Sender(conn_id, config, self._evs, self._events, self.counters)
         self._rx = Receiver(conn_id, config, self._events, self.counters)
 
@@ -133,3 +135,13 @@ class Connection:
     @property
     def srtt(self) -> float | None:
         return self._tx.rtt.srtt
+
+    @property
+    def min_rtt(self) -> float | None:
+        """The lowest RTT sample so far (the base RTT of the emptiest path), None before the first."""
+        m = self._tx.rtt.min_rtt
+        return m if m != float("inf") else None
+
+    def bad_paths(self) -> list[Hashable]:
+        """Paths (``ev_path`` keys; EVs without ``ev_path``) known bad and being probed."""
+        return self._evs.bad_paths()

@@ -14,6 +14,10 @@ _FIELDS = (
     "skips",  # EV turns skipped on trim NACK or ECN echo
     "ev_retired",  # EVs marked ASSUMED_BAD
     "ev_restored",  # EVs brought back by probes
+    "paths_retired",  # paths found bad (with ev_path, all their EVs at once; without, each EV is a path)
+    "paths_restored",  # paths brought back by probes
+    "spurious_losses",  # transmissions declared lost that were delivered after all (late, not lost)
+    "retirements_undone",  # bad paths restored at once because the loss that condemned them was spurious
     "loss_at_min_active",  # losses that could not retire their EV (ev_min_active)
     "messages_completed",
     "messages_failed",

@@ -6,16 +6,28 @@ States follow the OCP MRC API (``mrc_ctl.h``):
 * ``GOOD`` - a packet sent on it was acknowledged;
 * ``SKIP`` - transient: a trim NACK or ECN echo said the path is congested, so it sits
   out its next turn and is GOOD again. Congestion is never a reason to retire a path.
-* ``ASSUMED_BAD`` - a packet sent on it was lost without a trim: loss means failure, so
-  the EV gets no more data, is probed every ``probe_interval`` and comes back after
-  ``probe_successes`` consecutive probe replies;
+* ``ASSUMED_BAD`` - its path lost a packet without a trim: loss means failure, so the
+  EV gets no more data until probes of its path succeed ``probe_successes`` times in a row;
 * ``DENIED`` - excluded by the operator (:meth:`EvSet.deny`) until :meth:`EvSet.allow`.
+
+**Paths.** With SRv6 source routing the sender writes the whole path, so it knows which
+EVs share one: ``ev_path(ev)`` (for a connection, whose ends are fixed, ``(plane, spine)``
+is the whole path). A loss on one EV then condemns its *path*: every EV on it turns
+ASSUMED_BAD at once (in slots and in reserve alike), and the path, not each EV, is
+probed - one probe per bad path per ``probe_interval``, sent on one of its EVs; after
+``probe_successes`` consecutive replies the whole path comes back. With 64 EVs over 4
+paths this is the difference between one lost packet and sixteen before a dead path is
+avoided, and between one probe per interval and sixteen. Without ``ev_path`` (ECMP,
+where the fabric hashes the EV to a path the sender cannot see) every EV is its own
+path: the per-EV behaviour of the MRC API.
 
 The connection holds ``ev_count`` active *slots*, spread round-robin over planes so
 that consecutive packets walk the planes; the remaining EVs it was given wait in a
-per-plane reserve. A retired EV hands its slot to a reserve EV of the same plane, so
-planes stay balanced; with no reserve left it keeps its slot, skipped, until it heals.
-Retirement never takes the number of usable slots below ``ev_min_active``.
+per-plane reserve. A retired EV hands its slot to a reserve EV of the same plane on a
+path not known bad, so planes stay balanced; with none left it keeps its slot, skipped,
+until its path heals. Retirement never takes the number of usable slots below
+``ev_min_active``: EVs of a bad path that would break that floor stay in service
+(``Counters.loss_at_min_active`` counts the losses that could not retire their EV).
 
 SKIP transitions are not reported as events: under congestion they would flood the
 log, and they carry no news about paths (``Counters.skips`` counts them).
@@ -24,7 +36,7 @@ from __future__ import annotations
 
 from collections import deque
 from enum import IntEnum
-from typing import Callable, NamedTuple
+from typing import Callable, Hashable, NamedTuple
 
 
 class EvState(IntEnum):
@@ -45,33 +57,69 @@ class EvStateChanged(NamedTuple):
     now: float
 
 
-class Ev:
-    """One entropy value and what the sender knows about its path."""
+class Path:
+    """One path (every EV steering the same way) and its probing episode while it is bad."""
 
-    __slots__ = ("ev", "plane", "state", "slot", "last_send", "probe_seq", "probe_last", "probe_ok", "next_probe")
+    __slots__ = ("key", "evs", "bad", "probe_seq", "probe_last", "probe_ok", "next_probe", "probe_cursor", "cause",
+                 "rtt")
 
-    def __init__(self, ev: int, plane: int) -> None:
-        self.ev = ev
-        self.plane = plane
-        self.state = UNKNOWN
-        self.slot: int | None = None  # index in the active slots, None when in reserve or retired
-        self.last_send: float | None = None  # last DATA packet put on this path
+    def __init__(self, key: Hashable) -> None:
+        self.key = key
+        self.evs: list[Ev] = []
+        self.bad = False
         self.probe_seq = 0  # next probe sequence number
         self.probe_last = -1  # highest probe seq answered, or the seq before this episode's first probe
         self.probe_ok = 0  # consecutive probe replies in this episode
         self.next_probe = 0.0
+        self.probe_cursor = 0  # probes rotate over the path's EVs (they all steer the same way)
+        self.cause: object = None  # the owner's record of the loss that condemned it
+        self.rtt = 0.0  # the owner's latest RTT samples on this path
+
+    def probe_ev(self) -> Ev | None:
+        """The EV the next probe of this path goes on: the next one not denied, None if all are."""
+        evs = self.evs
+        for i in range(len(evs)):
+            e = evs[(self.probe_cursor + i) % len(evs)]
+            if e.state != DENIED:
+                self.probe_cursor = (self.probe_cursor + i + 1) % len(evs)
+                return e
+        return None
+
+
+class Ev:
+    """One entropy value and what the sender knows about its path."""
+
+    __slots__ = ("ev", "plane", "path", "state", "slot", "last_send")
+
+    def __init__(self, ev: int, plane: int, path: Path) -> None:
+        self.ev = ev
+        self.plane = plane
+        self.path = path
+        self.state = UNKNOWN
+        self.slot: int | None = None  # index in the active slots, None when in reserve or retired
+        self.last_send: float | None = None  # last DATA packet put on this path
 
 
 class EvSet:
-    """The spraying order and the state machine of every EV of one connection."""
+    """The spraying order and the state machine of every EV (and path) of one connection."""
 
     def __init__(self, evs: list[int], ev_plane: Callable[[int], int], count: int, min_active: int,
-                 probe_interval: float, probe_successes: int, single_path: bool, events: list, counters) -> None:
+                 probe_interval: float, probe_successes: int, single_path: bool, events: list, counters,
+                 ev_path: Callable[[int], Hashable] | None = None) -> None:
         if not evs:
             raise ValueError("a connection needs at least one EV")
         if len(set(evs)) != len(evs):
             raise ValueError("EVs of a connection must be distinct")
-        self._by_ev = {ev: Ev(ev, ev_plane(ev)) for ev in evs}
+        self.path_aware = ev_path is not None
+        self._paths: dict[Hashable, Path] = {}
+        self._by_ev: dict[int, Ev] = {}
+        for ev in evs:
+            key = ev_path(ev) if ev_path is not None else ev
+            path = self._paths.get(key)
+            if path is None:
+                path = self._paths[key] = Path(key)
+            e = self._by_ev[ev] = Ev(ev, ev_plane(ev), path)
+            path.evs.append(e)
         by_plane: dict[int, deque[Ev]] = {}
         for e in self._by_ev.values():
             by_plane.setdefault(e.plane, deque()).append(e)
@@ -84,7 +132,7 @@ class EvSet:
                     e.slot = len(self.slots)
                     self.slots.append(e)
         self._reserve = by_plane
-        self._bad: list[Ev] = []  # ASSUMED_BAD EVs, probed
+        self._probing: list[Path] = []  # bad paths, probed
         self._cursor = 0
         self._min_active = min_active
         self._probe_interval = probe_interval
@@ -105,13 +153,15 @@ class EvSet:
     def next_ev(self, avoid: Ev | None = None) -> Ev | None:
         """The EV for the next data packet: the next usable slot after the cursor.
 
-        ``avoid`` (the EV a lost packet went on) is passed over when another slot is usable.
-        None when no slot is usable (every EV denied or bad at ``ev_min_active``).
+        ``avoid`` (the EV a lost packet went on) is passed over, and so is every EV of its path,
+        when another slot is usable. None when no slot is usable (every EV denied or bad at
+        ``ev_min_active``).
         """
         slots = self.slots
         n = len(slots)
         cursor = self._cursor
         fallback = None
+        avoid_path = avoid.path if avoid is not None else None
         for _ in range(2 * n):  # a second lap finds EVs whose SKIP the first lap consumed
             e = slots[cursor]
             cursor = cursor + 1 if cursor + 1 < n else 0
@@ -119,8 +169,9 @@ class EvSet:
             if state == SKIP:
                 e.state = GOOD
             elif state <= GOOD:
-                if e is avoid and n > 1:
-                    fallback = e
+                if e.path is avoid_path and n > 1:
+                    if fallback is None or e is avoid:
+                        fallback = e
                     continue
                 self._cursor = cursor
                 return e
@@ -137,30 +188,40 @@ class EvSet:
             e.state = SKIP
             self._counters.skips += 1
 
-    def on_loss(self, e: Ev, now: float) -> None:
-        """A packet sent on ``e`` was lost without a trim: retire the EV unless that leaves too few."""
-        if self._single_path or e.state >= ASSUMED_BAD:
-            return
-        if e.slot is not None:
-            spare = self._take_spare(e.plane)
-            if spare is not None:
-                self._move_slot(e, spare)
-            elif self.usable() <= self._min_active:
+    def on_loss(self, e: Ev, now: float) -> bool:
+        """A packet sent on ``e`` was lost without a trim: condemn its path (its EVs, as far as
+        ``ev_min_active`` allows). True when the path was not known bad before."""
+        if self._single_path or e.state == DENIED:
+            return False
+        path = e.path
+        newly = not path.bad
+        path.bad = True  # first, so that no spare is taken from this very path
+        retired = False
+        if e.state != ASSUMED_BAD:
+            if self._retire(e, now):
+                retired = True
+            else:
                 self._counters.loss_at_min_active += 1
-                return
-        else:
-            self._drop_from_reserve(e)
-        self._set(e, ASSUMED_BAD, now)
-        self._start_probing(e, now)
-        self._counters.ev_retired += 1
+        for other in path.evs:
+            if other is not e and other.state <= SKIP and self._retire(other, now):
+                retired = True
+        if not newly:
+            return False
+        if not retired:  # ev_min_active kept every EV of it in service: nothing to probe back
+            path.bad = False
+            return False
+        path.probe_last = path.probe_seq - 1
+        path.probe_ok = 0
+        path.next_probe = now + self._probe_interval
+        self._probing.append(path)
+        self._counters.paths_retired += 1
+        return True
 
     def deny(self, ev: int, now: float) -> None:
         """Administrative exclusion: no data, no probes, until :meth:`allow`."""
         e = self._by_ev[ev]
         if e.state == DENIED:
             return
-        if e.state == ASSUMED_BAD:
-            self._bad.remove(e)
         if e.slot is not None:
             spare = self._take_spare(e.plane)
             if spare is not None:
@@ -168,42 +229,86 @@ class EvSet:
         else:
             self._drop_from_reserve(e)
         self._set(e, DENIED, now)
+        path = e.path
+        if path.bad and all(x.state == DENIED for x in path.evs):
+            self._end_episode(path)  # nothing left to probe it with
 
     def allow(self, ev: int, now: float) -> None:
         e = self._by_ev[ev]
-        if e.state == DENIED:
+        if e.state != DENIED:
+            return
+        path = e.path
+        if path.bad:
+            self._set(e, ASSUMED_BAD, now)
+        else:
             self._set(e, UNKNOWN, now)
             self._return(e)
 
     def usable(self) -> int:
         return sum(1 for e in self.slots if e.state <= SKIP)
 
-    def next_probe_at(self) -> float | None:
-        return min((e.next_probe for e in self._bad), default=None)
+    def bad_paths(self) -> list[Hashable]:
+        return [p.key for p in self._probing]
 
-    def probes_due(self, now: float) -> list[Ev]:
-        """ASSUMED_BAD EVs whose probe is due; each is rescheduled one interval on."""
-        due = [e for e in self._bad if e.next_probe <= now]
-        for e in due:
-            e.next_probe = now + self._probe_interval
+    def next_probe_at(self) -> float | None:
+        return min((p.next_probe for p in self._probing), default=None)
+
+    def probes_due(self, now: float) -> list[tuple[Ev, int]]:
+        """(EV, probe seq) for every bad path whose probe is due; each path is rescheduled one interval on."""
+        due = []
+        for path in self._probing:
+            if path.next_probe <= now:
+                e = path.probe_ev()
+                if e is None:
+                    continue
+                due.append((e, path.probe_seq))
+                path.probe_seq += 1
+                path.next_probe = now + self._probe_interval
         return due
 
     def on_probe_reply(self, e: Ev, seq: int, now: float) -> None:
-        if e.state != ASSUMED_BAD or seq <= e.probe_last:
-            return  # stale, or from an episode that is over
-        e.probe_ok = e.probe_ok + 1 if seq == e.probe_last + 1 else 1  # a gap is a lost probe
-        e.probe_last = seq
-        if e.probe_ok >= self._probe_successes:
-            self._bad.remove(e)
-            self._set(e, GOOD, now)
-            self._counters.ev_restored += 1
-            self._return(e)
+        path = e.path
+        if not path.bad or seq <= path.probe_last or seq >= path.probe_seq:
+            return  # stale, from an episode that is over, or never sent
+        path.probe_ok = path.probe_ok + 1 if seq == path.probe_last + 1 else 1  # a gap is a lost probe
+        path.probe_last = seq
+        if path.probe_ok >= self._probe_successes:
+            self._counters.paths_restored += 1
+            self._restore(path, now)
 
-    def _start_probing(self, e: Ev, now: float) -> None:
-        e.probe_last = e.probe_seq - 1
-        e.probe_ok = 0
-        e.next_probe = now + self._probe_interval
-        self._bad.append(e)
+    def undo(self, path: Path, now: float) -> None:
+        """The loss that condemned ``path`` was no loss (the packet was late): restore it without probing."""
+        if path.bad:
+            self._counters.retirements_undone += 1
+            self._restore(path, now)
+
+    def _restore(self, path: Path, now: float) -> None:
+        self._end_episode(path)
+        for x in path.evs:
+            if x.state == ASSUMED_BAD:
+                self._set(x, GOOD, now)
+                self._counters.ev_restored += 1
+                self._return(x)
+
+    def _retire(self, e: Ev, now: float) -> bool:
+        """Take one EV out of service (its path is bad); False when ``ev_min_active`` forbids it."""
+        if e.slot is not None:
+            spare = self._take_spare(e.plane)
+            if spare is not None:
+                self._move_slot(e, spare)
+            elif self.usable() <= self._min_active:
+                return False
+        else:
+            self._drop_from_reserve(e)
+        self._set(e, ASSUMED_BAD, now)
+        self._counters.ev_retired += 1
+        return True
+
+    def _end_episode(self, path: Path) -> None:
+        path.bad = False
+        path.cause = None
+        if path in self._probing:
+            self._probing.remove(path)
 
     def _return(self, e: Ev) -> None:
         """A healed or re-allowed EV takes back a slot of its plane held by a bad EV, else waits in reserve."""
@@ -216,8 +321,15 @@ class EvSet:
         self._reserve.setdefault(e.plane, deque()).append(e)
 
     def _take_spare(self, plane: int) -> Ev | None:
+        """A reserve EV of ``plane`` on a path not known bad (reserve EVs of bad paths stay put)."""
         reserve = self._reserve.get(plane)
-        return reserve.popleft() if reserve else None
+        if not reserve:
+            return None
+        for e in reserve:
+            if e.state <= SKIP and not e.path.bad:
+                reserve.remove(e)
+                return e
+        return None
 
     def _drop_from_reserve(self, e: Ev) -> None:
         reserve = self._reserve.get(e.plane)

@@ -47,7 +47,8 @@ class _TxMessage:
 class _TxPacket:
     """One transmission of one PSN."""
 
-    __slots__ = ("psn", "msg", "offset", "length", "flags", "tries", "ev", "sent_at", "ts", "xseq", "state")
+    __slots__ = ("psn", "msg", "offset", "length", "flags", "tries", "ev", "sent_at", "ts", "xseq", "state", "lost_at",
+                 "prev")
 
     def __init__(self, psn: int, msg: _TxMessage, offset: int, length: int, flags: int, tries: int) -> None:
         self.psn = psn
@@ -61,6 +62,8 @@ class _TxPacket:
         self.ts = 0
         self.xseq = 0
         self.state = _INFLIGHT
+        self.lost_at = 0.0  # when loss detection declared this transmission lost (0: it did not)
+        self.prev: _TxPacket | None = None  # the transmission this one retransmits
 
 
 class Sender:
@@ -87,6 +90,8 @@ class Sender:
         self._rack_xseq = -1  # highest transmit sequence known delivered
         self._rack_at: float | None = None
         self._backoff = 1
+        self._plane_rtt: dict[int, float] = {}  # plane -> its latest RTT samples (fast up, slow down)
+        self._learned_reorder = 0.0  # reordering seen: how late a packet declared lost turned up, plus the window
 
     # -- application side ------------------------------------------------------------------
 
@@ -121,7 +126,14 @@ class Sender:
             new |= s.bitmap << shift if shift >= 0 else s.bitmap >> -shift
         new &= ~self._acked & ((1 << span) - 1)
         ts_echo = s.ts_echo
-        self.rtt.update(now - (ts_echo + s.ack_delay) * 1e-9)
+        sample = now - (ts_echo + s.ack_delay) * 1e-9
+        self.rtt.update(sample)
+        e = self._evs.get(s.ev)
+        if e is not None and sample > 0.0:  # the latest delay of the sample's plane and path: fast up, slow down
+            r = self._plane_rtt.get(e.plane, 0.0)
+            self._plane_rtt[e.plane] = sample if sample > r else r + 0.25 * (sample - r)
+            r = e.path.rtt
+            e.path.rtt = sample if sample > r else r + 0.25 * (sample - r)
         acked_bytes = 0
         if new:
             pkts = self._pkts
@@ -139,8 +151,14 @@ class Sender:
                     size = p.length + DATA_HEADER_LEN
                     self.inflight -= size
                     acked_bytes += size
-                    if p.xseq > rack_xseq and (p.tries == 0 or p.ts == ts_echo):
+                    prev = p.prev
+                    if prev is not None and prev.lost_at and (p.ts != ts_echo and (prev.ts == ts_echo or now - p.sent_at
+                                                                                    < self.rtt.min_rtt)):
+                        self._spurious(prev, now)  # the copy declared lost arrived, not (yet) this one
+                    elif p.xseq > rack_xseq and (p.tries == 0 or p.ts == ts_echo):
                         rack_xseq = p.xseq
+                elif p.state == _LOST and p.lost_at:
+                    self._spurious(p, now)  # declared lost, delivered before it could be resent
                 p.state = _ACKED
                 msg = p.msg
                 msg.unacked -= 1
@@ -153,7 +171,6 @@ class Sender:
             self._acked = acked >> run
             self._una = una + run
             self._backoff = 1
-        e = self._evs.get(s.ev)
         if e is not None:
             self._evs.on_delivered(e, now)
             if s.flags & ECN_ECHO:
@@ -221,9 +238,8 @@ class Sender:
         ts = int(now * 1e9)
         conn_id = self._conn_id
         counters = self._counters
-        for e in self._evs.probes_due(now):
-            out.append((e.ev, encode_probe(conn_id, e.ev, e.probe_seq, ts)))
-            e.probe_seq += 1
+        for e, seq in self._evs.probes_due(now):
+            out.append((e.ev, encode_probe(conn_id, e.ev, seq, ts)))
             counters.probes += 1
         window = self.cc.cwnd if self._cfg.cc else self._cfg.cc_max_window
         mss = self._cfg.mss
@@ -242,6 +258,8 @@ class Sender:
                     return
                 old.state = _DONE
                 p = _TxPacket(old.psn, old.msg, old.offset, old.length, old.flags | RETX, old.tries + 1)
+                p.prev = old
+                old.prev = None
                 counters.retransmitted += 1
             elif self._queue:
                 e = evs.next_ev()
@@ -283,36 +301,79 @@ class Sender:
     def _rto(self) -> float:
         return min(self._cfg.rto_max, self.rtt.rto(self._cfg.rto_min, self._cfg.rto_initial) * self._backoff)
 
+    def reorder_window(self) -> float:
+        """How long past its expected arrival a packet may be late before it counts as lost (see module doc)."""
+        cfg = self._cfg
+        rtt = self.rtt
+        window = max(cfg.reorder_window, self._learned_reorder, cfg.reorder_rttvar * rtt.rttvar,
+                     rtt.min_rtt if rtt.srtt is not None else 0.0)
+        return window if window < cfg.reorder_window_max else cfg.reorder_window_max
+
     def _detect_losses(self, now: float) -> None:
-        """RACK: lose what was sent before a delivered packet and is overdue by ``rtt + reorder window``."""
+        """RACK: lose what was sent before a delivered packet and is overdue by its expected RTT plus the reorder
+        window. The expected RTT is the largest of the latest sample and the latest of the packet's plane and
+        path (a plane whose NIC queue is longer, or a path whose switches queue more, is slower, not failed)."""
         self._rack_at = None
         order = self._order
+        while order and order[0].state != _INFLIGHT:
+            order.popleft()
         if not order:
             return
-        rtt = self.rtt
-        slack = rtt.latest + max(self._cfg.reorder_window, rtt.min_rtt if rtt.srtt is not None else 0.0,
-                                 4 * rtt.rttvar)
+        window = self.reorder_window()
+        latest = self.rtt.latest
+        floor = latest + window  # no packet is due before sent_at + floor, so the scan stops at the first that is not
         rack_xseq = self._rack_xseq
-        while order:
-            p = order[0]
-            if p.state != _INFLIGHT:
-                order.popleft()
-                continue
+        plane_rtt = self._plane_rtt
+        path_aware = self._evs.path_aware
+        next_due = None
+        lost = []
+        for p in order:
             if p.xseq >= rack_xseq:
-                return
-            due = p.sent_at + slack
-            if now < due:
-                self._rack_at = due
-                return
-            order.popleft()
-            self._lose(p, now)
+                break
+            if p.state != _INFLIGHT:
+                continue
+            sent = p.sent_at
+            if now < sent + floor:
+                if next_due is None or sent + floor < next_due:
+                    next_due = sent + floor
+                break
+            e = p.ev
+            expect = plane_rtt.get(e.plane, 0.0)
+            if path_aware and e.path.rtt > expect:
+                expect = e.path.rtt
+            due = sent + (expect if expect > latest else latest) + window
+            if now >= due:
+                lost.append(p)
+            elif next_due is None or due < next_due:
+                next_due = due
+        for p in lost:
+            if p.state == _INFLIGHT:  # not already lost with its path
+                self._lose(p, now)
+        self._rack_at = next_due
 
     def _lose(self, p: _TxPacket, now: float) -> None:
         p.state = _LOST
+        p.lost_at = now
         self.inflight -= p.length + DATA_HEADER_LEN
         self._retx.append(p)
         self._counters.lost += 1
-        self._evs.on_loss(p.ev, now)
+        path = p.ev.path
+        if self._evs.on_loss(p.ev, now):
+            path.cause = p
+            if self._evs.path_aware:  # what else is in flight on a path now known bad is lost as well
+                for q in [q for q in self._pkts.values() if q.state == _INFLIGHT and q.ev.path is path]:
+                    self._lose(q, now)
+
+    def _spurious(self, p: _TxPacket, now: float) -> None:
+        """A transmission declared lost was delivered: it was late. Widen the reorder window to what it would
+        have needed, and if it alone condemned its path, bring the path back at once."""
+        self._counters.spurious_losses += 1
+        need = self.reorder_window() + (now - p.lost_at)
+        if need > self._learned_reorder:
+            self._learned_reorder = need
+        path = p.ev.path
+        if path.bad and path.cause is p:
+            self._evs.undo(path, now)
 
     def _fail(self, now: float) -> None:
         """Retries exhausted (as RC's retry_cnt): the connection fails with every message it holds."""
