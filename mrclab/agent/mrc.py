@@ -109,6 +109,7 @@ class MrcDatapath:
         self._plan = plan
         self._host = host
         self._config = config
+        self.ev_path = plan.ev_path  # EVs name whole paths (SRv6), so losses condemn paths; None where ECMP hides them
         self._payloads = payloads
         self._emit = emit
         paths = plan.paths_per_pair
@@ -347,8 +348,8 @@ class MrcDatapath:
                 t = conn.ev_last_send(ev)
                 if t is not None and t > per_ev.get(str(ev), 0.0):
                     per_ev[str(ev)] = t
-            if conn.srtt is not None:
-                rtts.append(conn.srtt)
+            if conn.min_rtt is not None:
+                rtts.append(conn.min_rtt)
         own = self.counters
         counters = {
             "data_sent": totals.get("data_sent", 0),
@@ -387,7 +388,7 @@ class MrcDatapath:
         link = self._links.get(key)
         if link is None:
             evs = self._evs_for(peer, conn_id)
-            conn = Connection(conn_id, evs, self._plane_of, self._config)
+            conn = Connection(conn_id, evs, self._plane_of, self._config, self.ev_path)
             link = self._links[key] = _Link(peer, conn, evs)
         return link
 
