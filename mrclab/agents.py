@@ -67,6 +67,7 @@ class Agents:
                     "--hosts-per-leaf", str(topo.hosts_per_leaf), "--mtu", str(topo.mtu),
                     "--control", str(control), "--log", str(log_dir / f"agent-{name}.jsonl"),
                     "--transport", scenario.transport, "--options", json.dumps(scenario.transport_options),
+                    "--routing", scenario.routing,
                     "--seed", str(scenario.seed)]
             stderr = open(log_dir / f"agent-{name}.stderr", "wb")
             proc = host.popen(argv, stdin=subprocess.DEVNULL, stdout=stderr, stderr=subprocess.STDOUT,

@@ -2,6 +2,10 @@
 
     python -m mrclab.agent --host N --planes P --leaves L --spines S --hosts-per-leaf H
         --mtu M --control PATH --log PATH [--transport mrc|single-path|tcp] [--options JSON] [--seed SEED]
+        [--routing static-srv6|ecmp-reconverge]
+
+``--routing`` says what the fabric forwards: uSID paths the sender writes (``static-srv6``)
+or host addresses the switches hash onto a path (``ecmp-reconverge``; see ``mrc`` and ``tcp``).
 
 Exit status: 0 after ``quit``, SIGTERM/SIGINT or the runner closing the control
 connection; 1 when the agent could not start or serve (one line on stderr saying why);
@@ -23,6 +27,7 @@ from .loop import Reactor
 from .payload import Payloads
 
 TRANSPORTS = ("mrc", "single-path", "tcp")
+ROUTINGS = ("static-srv6", "ecmp-reconverge")
 PROG = "mrclab.agent"
 
 
@@ -43,6 +48,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--control", required=True, help="Unix socket path to serve the runner on")
     parser.add_argument("--log", required=True, help="JSON-lines event log to append to")
     parser.add_argument("--transport", choices=TRANSPORTS, default="mrc")
+    parser.add_argument("--routing", choices=ROUTINGS, default="static-srv6")
     parser.add_argument("--options", default="{}", help="transport options as a JSON object")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
@@ -64,15 +70,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def build_datapath(args: argparse.Namespace, payloads: Payloads, emit):
-    """The datapath of ``--transport``; ValueError for options it does not take."""
+    """The datapath of ``--transport`` over ``--routing``; ValueError for options it does not take."""
+    ecmp = args.routing == "ecmp-reconverge"
     if args.transport == "tcp":
         from .tcp import TcpDatapath, check_options
         check_options(args.options)
-        return TcpDatapath.open(args.plan, args.host, payloads, emit)
-    from .mrc import MrcDatapath, configure, open_sockets
+        return TcpDatapath.open(args.plan, args.host, payloads, emit, seg6_routes=not ecmp)
+    from .mrc import MrcDatapath, configure, open_entropy_sockets, open_sockets
     config = configure(args.options, args.mtu, single_path=args.transport == "single-path")
     planes, wildcard = open_sockets(args.plan, args.host)
-    return MrcDatapath(planes, wildcard, args.plan, args.host, config, payloads, emit)
+    entropy = open_entropy_sockets(args.plan, args.host) if ecmp else None
+    return MrcDatapath(planes, wildcard, args.plan, args.host, config, payloads, emit, entropy)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         print(f"{PROG}: cannot open --log {args.log}: {err.strerror}", file=sys.stderr)
         return 2
-    log.write("start", host=args.host, transport=args.transport, options=args.options, seed=args.seed,
+    log.write("start", host=args.host, transport=args.transport, routing=args.routing, options=args.options,
+              seed=args.seed,
               plan=[args.planes, args.leaves, args.spines, args.hosts_per_leaf], mtu=args.mtu)
     reactor = Reactor()
     reactor.stop_on_signals(signal.SIGTERM, signal.SIGINT)

@@ -11,6 +11,13 @@ fabric delivers a packet to the host address of its plane, hence to that plane's
 a wildcard socket on ``[::]`` takes whatever arrives to another local address (a path
 address no switch has shifted, as between back-to-back namespaces).
 
+Under ECMP routing (``--routing ecmp-reconverge``) the switches pick the path, so an EV
+can no longer name a spine: it names a plane and an entropy value, carried as the UDP
+source port (``ENTROPY_PORT_BASE`` + the EV's spine index), the way RoCE and UET NICs
+feed entropy to ECMP. Each (plane, entropy) has its own sending socket bound to that
+port, and packets go to the peer's host address on the plane; the plane sockets only
+receive. The plane's send-buffer budget is split between its entropy sockets.
+
 One socket per plane is the emulated NIC's per-port back-pressure: a real NIC never drops
 its own host's packets, but the emulated host link has a finite egress queue (the fabric's
 virtual queue, which drops silently, as on a wire). Each plane socket's send buffer
@@ -56,6 +63,7 @@ ENOBUFS_RETRY = 0.0002
 IPV6_RECVERR = 25  # linux/in6.h; the socket module does not export it
 SO_RCVBUFFORCE = 33  # asm-generic/socket.h; root may exceed net.core.rmem_max
 UDP_OVERHEAD = 40 + 8  # IPv6 + UDP headers
+ENTROPY_PORT_BASE = 49152  # RoCEv2's range for source-port entropy
 
 Emit = Callable[[dict], None]
 
@@ -69,6 +77,14 @@ def open_sockets(plan: Plan, host: int, port: int = MRC_UDP_PORT) -> tuple[list[
     """The plane sockets (index = plane), each on ``[host address on the plane]:port``, and the wildcard one."""
     planes = [_udp_socket((str(plan.host_address(k, host)), port), PLANE_SNDBUF) for k in range(plan.planes)]
     return planes, _udp_socket(("::", port), None)
+
+
+def open_entropy_sockets(plan: Plan, host: int) -> list[list[socket.socket]]:
+    """ECMP routing: per plane, one sending socket per entropy value (UDP source port), sharing the plane's
+    send-buffer budget so the host's queue on that NIC stays as bounded as with one socket."""
+    sndbuf = PLANE_SNDBUF // plan.spines
+    return [[_udp_socket((str(plan.host_address(k, host)), ENTROPY_PORT_BASE + e), sndbuf) for e in range(plan.spines)]
+            for k in range(plan.planes)]
 
 
 def _udp_socket(address: tuple, sndbuf: int | None) -> socket.socket:
@@ -102,10 +118,17 @@ class _Link:
 
 
 class MrcDatapath:
+    """With `entropy` (ECMP routing: [plane][entropy] sending sockets), EVs become (plane, entropy) and
+    packets go to host addresses; without it, EVs are uSID paths sent through the plane sockets."""
+
     def __init__(self, plane_sockets: list[socket.socket], wildcard: socket.socket | None, plan: Plan, host: int,
-                 config: TransportConfig, payloads: Payloads, emit: Emit) -> None:
+                 config: TransportConfig, payloads: Payloads, emit: Emit,
+                 entropy: list[list[socket.socket]] | None = None) -> None:
         self._planes = plane_sockets
-        self._sockets = plane_sockets + ([wildcard] if wildcard is not None else [])
+        self._entropy = entropy
+        senders = plane_sockets if entropy is None else [sock for plane in entropy for sock in plane]
+        readers = plane_sockets if entropy is None else plane_sockets + senders  # senders too: their error queues
+        self._sockets = readers + ([wildcard] if wildcard is not None else [])
         self._plan = plan
         self._host = host
         self._config = config
@@ -119,7 +142,7 @@ class MrcDatapath:
         self._dirty: list[_Link] = []
         self._timers: list[tuple[float, int, _Link]] = []
         self._timer_seq = 0
-        self._backlogs: dict[socket.socket, deque] = {sock: deque() for sock in plane_sockets}  # (address, datagram)
+        self._backlogs: dict[socket.socket, deque] = {sock: deque() for sock in senders}  # (address, datagram)
         self._blocked = 0  # backlogs holding datagrams
         self._starved: list[_Link] = []  # links not flushed while a backlog was blocked
         self._retry_at: float | None = None
@@ -192,7 +215,7 @@ class MrcDatapath:
                 self._mark(link)
         if self._retry_at is not None and now >= self._retry_at:
             self._retry_at = None
-            for sock in self._planes:
+            for sock in self._backlogs:
                 self._send_backlog(sock)
         self._flush(now)
         deadline = timers[0][0] if timers else None
@@ -403,10 +426,14 @@ class MrcDatapath:
         return self._plan.ev_path(ev)[0]
 
     def _route(self, link: _Link, ev: int) -> tuple[socket.socket, tuple]:
-        """The plane socket and the path address of one EV towards the link's peer."""
-        plane, _ = self._plan.ev_path(ev)
-        address = (str(self._plan.ev_address(self._host, link.peer, ev)), MRC_UDP_PORT, 0, 0)
-        route = link.addrs[ev] = (self._planes[plane], address)
+        """The sending socket and the destination of one EV towards the link's peer: the plane socket and the
+        uSID path, or (ECMP) the EV's entropy socket and the peer's host address."""
+        plane, spine = self._plan.ev_path(ev)
+        if self._entropy is None:
+            sock, address = self._planes[plane], self._plan.ev_address(self._host, link.peer, ev)
+        else:
+            sock, address = self._entropy[plane][spine], self._plan.host_address(plane, link.peer)
+        route = link.addrs[ev] = (sock, (str(address), MRC_UDP_PORT, 0, 0))
         return route
 
     def _learn_source(self, address: str) -> int:

@@ -2,7 +2,9 @@
 
 One TCP connection per (src, dst) pair, opened by the sender on first use from its
 host address on the pair's hashed plane to the peer's (``seg6`` turns those into a
-uSID path), port ``TCP_PORT``. Each message travels as a frame header then its bytes::
+uSID path; under ECMP routing the switches forward host addresses themselves and hash
+the connection's 5-tuple onto a spine, so no host routes are installed), port
+``TCP_PORT``. Each message travels as a frame header then its bytes::
 
     kind u8 (MSG=1, ACK=2)   3 bytes 0   conn u32   msg u32   length u64   digest u64
 
@@ -75,8 +77,8 @@ class _Stream:
 
 
 class TcpDatapath:
-    def __init__(self, listener: socket.socket, routes: HostRoutes, plan: Plan, host: int, payloads: Payloads,
-                 emit: Emit) -> None:
+    def __init__(self, listener: socket.socket, routes: HostRoutes | None, plan: Plan, host: int,
+                 payloads: Payloads, emit: Emit) -> None:
         self._listener = listener
         self._routes = routes
         self._plan = plan
@@ -93,10 +95,11 @@ class TcpDatapath:
                              messages_completed=0, messages_failed=0, verify_failures=0, connections=0)
 
     @classmethod
-    def open(cls, plan: Plan, host: int, payloads: Payloads, emit: Emit) -> TcpDatapath:
-        """Install the host's seg6 routes and listen on ``[::]:TCP_PORT``."""
-        routes = HostRoutes(plan, host)
-        routes.install()
+    def open(cls, plan: Plan, host: int, payloads: Payloads, emit: Emit, seg6_routes: bool = True) -> TcpDatapath:
+        """Install the host's seg6 routes (unless the fabric routes host addresses) and listen on ``[::]:TCP_PORT``."""
+        routes = HostRoutes(plan, host) if seg6_routes else None
+        if routes is not None:
+            routes.install()
         try:
             listener = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -104,7 +107,8 @@ class TcpDatapath:
             listener.listen(64)
             listener.setblocking(False)
         except OSError:
-            routes.remove()
+            if routes is not None:
+                routes.remove()
             raise
         return cls(listener, routes, plan, host, payloads, emit)
 
@@ -157,7 +161,8 @@ class TcpDatapath:
         if self._reactor is not None:
             self._reactor.remove_reader(self._listener)
         self._listener.close()
-        self._routes.remove()
+        if self._routes is not None:
+            self._routes.remove()
 
     # -- connections -----------------------------------------------------------------------------------
 
