@@ -12,8 +12,8 @@ back after the same delay. Until then, flows hashed onto a dead link are lost, a
 real fabric. Each change is scheduled with the link states seen when it happened, so a
 flap replays in order, delay later.
 
-Every flow-mod sent after boot counts in ``flow_mods_after_boot``. Each reconvergence is
-logged and recorded in the stats file under ``reconvergences``:
+Every flow-mod sent after boot counts in ``flow_mods_after_boot``. Each reconvergence that
+changed something is logged and recorded in the stats file under ``reconvergences``:
 ``{t, trigger_t, trigger, switches, flow_mods}`` (``t``, ``trigger_t``: Unix times of the
 reprogramming and of the event that caused it).
 """
@@ -96,6 +96,9 @@ class EcmpReconverge(FabricApp):
     def _reconverge(self, trigger: str, trigger_t: float, dead: ecmp_flows.DeadLinks) -> None:
         changes = ecmp_flows.reprogram(self.layout, self.applied, dead)
         self.applied = dead
+        if not changes:  # e.g. a dead spine's second link: the first one already took it out of both leaves
+            self.logger.info("%s: nothing to reprogram", trigger)
+            return
         sent = 0
         for name, flows in changes.items():
             dp = self.datapaths.get(name)
@@ -110,5 +113,5 @@ class EcmpReconverge(FabricApp):
         self.doc["reconvergences"].append({"t": now, "trigger_t": trigger_t, "trigger": trigger,
                                            "switches": sorted(changes), "flow_mods": sent})
         self.logger.info("reconverged %.3fs after %s: %d flow-mods to %s", now - trigger_t, trigger, sent,
-                         ", ".join(sorted(changes)) or "no switch")
+                         ", ".join(sorted(changes)))
         self._save()
