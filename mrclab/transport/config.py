@@ -20,13 +20,17 @@ class TransportConfig:
     """Active EVs per connection, spread evenly over planes; EVs given beyond this wait in reserve."""
     ev_min_active: int = 2
     """Retirement never leaves fewer usable EVs than this (losses then retransmit on the survivors)."""
-    probe_interval: float = 0.002
-    """Seconds between probes of each ASSUMED_BAD EV."""
+    probe_interval: float = 0.005
+    """Seconds between probes of each bad path (each ASSUMED_BAD EV without ``ev_path``). A path comes back
+    ``probe_successes`` intervals after it heals at the soonest; 5 ms is a few RTTs of the lab, well above its
+    timer granularity, and costs one 24-byte probe per bad path per 5 ms (200/s) - noise beside the data."""
     probe_successes: int = 3
     """Consecutive probe replies that bring an ASSUMED_BAD EV back to GOOD."""
-    rto_min: float = 0.01
-    """Floor of the retransmission timeout (srtt + 4 rttvar, per packet). A timeout retires the packet's EV."""
-    rto_initial: float = 0.05
+    rto_min: float = 0.05
+    """Floor of the retransmission timeout (srtt + 4 rttvar, per packet). A timeout retires the packet's path, so
+    it must sit above the fabric's worst RTT: the userspace-OVS lab shows up to ~20 ms at idle. Losses are found
+    by RACK long before this whenever later packets are acknowledged; the timeout is the last resort."""
+    rto_initial: float = 0.1
     """Retransmission timeout before the first RTT sample."""
     rto_max: float = 0.5
     """Ceiling of the exponentially backed-off timeout."""
@@ -54,8 +58,9 @@ class TransportConfig:
     cc_base_rtt: float = float("inf")
     """RTT of an idle path, if known (NSCC configures it network-wide); the lowest RTT measured is used when lower,
     so the default (inf) means "measure". A flow that starts into a standing queue overestimates it on its own."""
-    cc_target_delay: float = 0.001
-    """Queueing delay (RTT minus base RTT) the window aims for."""
+    cc_target_delay: float = 0.004
+    """Queueing delay (RTT minus base RTT) the window aims for. It must exceed the delay noise of an idle fabric,
+    or noise reads as queueing: the userspace-OVS lab's idle RTT is ~1 ms at best, ~3 ms typical."""
     cc_ai: float = 1.0
     """Additive increase, MSS per RTT, while delay is under target."""
     cc_fi: float = 1.0

@@ -5,13 +5,21 @@ so the receiver's cumulative PSN stays meaningful; each *transmission* gets a fr
 record and a transmit sequence number, so loss detection is never confused by an old
 copy. A packet is declared lost, and its EV retired (loss means failure), when
 
-* RACK: a packet transmitted after it was SACKed and it is still unacknowledged
-  ``rtt + window`` after its own transmission, the window being the largest of
-  ``reorder_window``, the base RTT and 4 x rttvar (it absorbs cross-path skew: with
-  trimming switches the queues of different planes differ by up to a few packets,
-  and a false loss would retire a healthy path), or
+* RACK: a packet transmitted after it was SACKed and it is still unacknowledged its
+  expected RTT plus the reorder window after its own transmission. The expected RTT is
+  the largest of the latest sample and the latest samples of the packet's plane and
+  path (a plane whose NIC queue is longer is slower, not failed). The window is the
+  largest of ``reorder_window``, the base RTT, srtt / 2, ``reorder_rttvar`` x rttvar
+  and what the packets wrongly declared lost so far would have needed, capped at
+  ``reorder_window_max`` so that a failed path is still avoided within tens of ms, or
 * its retransmission timeout (per packet, backed off while nothing is acknowledged)
   expires.
+
+With ``ev_path`` a loss condemns the whole path (:mod:`.ev`), and everything still in
+flight on it is declared lost with it and resent elsewhere at once. A packet declared
+lost that is SACKed after all was late, not lost (``Counters.spurious_losses``): the
+window learns from it, and if that packet alone condemned its path, the path comes
+back at once (``Counters.retirements_undone``) instead of after probing.
 
 A trim NACK is not a loss: the packet goes to the front of the retransmit queue and
 its EV skips a turn. Retransmissions go out before new data, on another EV.
@@ -306,7 +314,7 @@ class Sender:
         cfg = self._cfg
         rtt = self.rtt
         window = max(cfg.reorder_window, self._learned_reorder, cfg.reorder_rttvar * rtt.rttvar,
-                     rtt.min_rtt if rtt.srtt is not None else 0.0)
+                     rtt.min_rtt if rtt.srtt is not None else 0.0, 0.5 * (rtt.srtt or 0.0))
         return window if window < cfg.reorder_window_max else cfg.reorder_window_max
 
     def _detect_losses(self, now: float) -> None:

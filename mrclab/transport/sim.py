@@ -9,8 +9,10 @@ one after another. Each :class:`Link` is one direction of a cable: a FIFO draine
 ``rate`` behind a ``queue``-byte buffer, then ``delay`` seconds of propagation. A DATA
 packet that does not fit is trimmed to its header (``trim=True``, as MRC switches do)
 or dropped; trimmed headers and control packets take a strict-priority lane that
-skips the queue. Links can also drop at random (``loss``), delay a packet further
-(``reorder`` probability, up to ``reorder_delay``), duplicate (``dup``), flip a payload
+skips the queue. Links can also drop at random (``loss``), add random delay that keeps
+packets in order (``jitter``: up to that many seconds, as a busy software switch does),
+delay a packet further (``reorder`` probability, up to ``reorder_delay``, overtaking
+others), duplicate (``dup``), flip a payload
 bit (``corrupt``, which only the end-to-end digest can catch), mark ECN
 above ``ecn_threshold`` queued bytes, or drop everything (``blackhole``, switch it
 with :meth:`Network.at`). :func:`clos` builds the lab's multi-plane two-tier shape
@@ -34,11 +36,12 @@ IP_UDP_OVERHEAD = 48
 
 class Link:
     __slots__ = ("name", "rate", "delay", "queue", "trim", "loss", "reorder", "reorder_delay", "dup", "corrupt",
-                 "ecn_threshold", "blackhole", "busy_until", "tx_packets", "tx_bytes", "drops", "trims", "marks")
+                 "ecn_threshold", "jitter", "blackhole", "busy_until", "last_arrival", "tx_packets", "tx_bytes", "drops",
+                 "trims", "marks")
 
     def __init__(self, name: str, rate: float, delay: float = 0.0, queue: int = 65536, trim: bool = True,
                  loss: float = 0.0, reorder: float = 0.0, reorder_delay: float = 0.0, dup: float = 0.0,
-                 corrupt: float = 0.0, ecn_threshold: int | None = None) -> None:
+                 corrupt: float = 0.0, ecn_threshold: int | None = None, jitter: float = 0.0) -> None:
         self.name = name
         self.rate = rate  # bit/s
         self.delay = delay
@@ -50,8 +53,10 @@ class Link:
         self.dup = dup
         self.corrupt = corrupt
         self.ecn_threshold = ecn_threshold
+        self.jitter = jitter
         self.blackhole = False
         self.busy_until = 0.0
+        self.last_arrival = 0.0
         self.tx_packets = self.tx_bytes = self.drops = self.trims = self.marks = 0
 
     def transmit(self, datagram, now: float, rng: random.Random) -> tuple[float, bytes] | None:
@@ -87,6 +92,11 @@ class Link:
         self.tx_packets += 1
         self.tx_bytes += size
         arrive = depart + self.delay
+        if self.jitter:  # random extra delay, in order: no packet overtakes the one before it
+            arrive += rng.random() * self.jitter
+            if arrive < self.last_arrival:
+                arrive = self.last_arrival
+            self.last_arrival = arrive
         if self.reorder and rng.random() < self.reorder:
             arrive += rng.random() * self.reorder_delay
         return arrive, datagram
@@ -128,13 +138,14 @@ class Network:
         heapq.heappush(self._heap, (when, self._seq, fn, args))
 
     def connect(self, a, b, conn_id: int, evs: list[int], ev_plane: Callable[[int], int],
-                config: TransportConfig | None = None) -> tuple[Endpoint, Endpoint]:
-        """A connection between hosts a and b: (a's end, b's end)."""
+                config: TransportConfig | None = None, ev_path: Callable[[int], object] | None = None
+                ) -> tuple[Endpoint, Endpoint]:
+        """A connection between hosts a and b: (a's end, b's end); ``ev_path`` as for :class:`Connection`."""
         ends = []
         for host, peer in ((a, b), (b, a)):
             if (host, conn_id) in self._endpoints:
                 raise ValueError(f"host {host} already has connection {conn_id}")
-            ep = Endpoint(host, peer, Connection(conn_id, evs, ev_plane, config))
+            ep = Endpoint(host, peer, Connection(conn_id, evs, ev_plane, config, ev_path))
             self._endpoints[host, conn_id] = ep
             ends.append(ep)
         return ends[0], ends[1]

@@ -32,3 +32,15 @@ def test_wrong_types_are_rejected(options):
 def test_out_of_range_values_are_rejected(options):
     with pytest.raises(ValueError, match=next(iter(options))):
         TransportConfig.from_options(options)
+
+
+def test_defaults_suit_the_jittery_userspace_lab():
+    c = TransportConfig()
+    assert c.rto_min >= 0.05 and c.rto_initial >= c.rto_min  # above the ~20 ms RTT spikes of userspace OVS
+    assert c.reorder_window <= c.reorder_window_max <= 0.025  # a failed path is avoided well inside 50 ms
+    assert c.probe_interval >= 0.005 and c.cc_target_delay >= 0.003
+
+
+def test_reorder_window_max_may_not_undercut_the_window():
+    with pytest.raises(ValueError, match="reorder_window_max"):
+        TransportConfig(reorder_window=0.01, reorder_window_max=0.005)

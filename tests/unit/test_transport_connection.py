@@ -218,3 +218,71 @@ def test_send_message_validation_and_idle_timer():
         a.send_message(1, b"y")
     with pytest.raises(ValueError):
         a.send_message(1 << 32, b"y")
+
+
+def path_of(ev):
+    return ev % PLANES, (ev // PLANES) % 4  # 16 paths; 64 EVs -> 4 EVs per path
+
+
+def test_knowing_the_paths_one_loss_retires_every_ev_of_its_path_and_resends_elsewhere():
+    config = TransportConfig(sack_every=1, mss=100, cc_init_window=1 << 20, ev_count=32)
+    a2, b2 = Connection(1, list(range(64)), plane, config, path_of), Connection(1, list(range(64)), plane, config,
+                                                                                 path_of)
+    a2.send_message(1, bytes(3200))
+    dead = path_of(0)
+    drop = lambda ev, d: None if path_of(ev) == dead else d  # noqa: E731
+    exchange(a2, b2, 0.0, tamper=drop)
+    for t in (0.01, 0.02, 0.03):
+        a2.on_timer(t)
+        exchange(a2, b2, t, tamper=drop)
+    same = [ev for ev in range(64) if path_of(ev) == dead]
+    assert all(a2.ev_state(ev) == EvState.ASSUMED_BAD for ev in same)  # in slots and in reserve alike
+    assert a2.counters.paths_retired == 1 and a2.counters.ev_retired == len(same) == 4
+    assert a2.bad_paths() == [dead] and not set(same) & set(a2.active_evs())
+    assert [plane(ev) for ev in a2.active_evs()] == [plane(ev) for ev in range(32)]  # spares of the same plane
+    assert MessageCompleted(1) in a2.pop_events() and a2.counters.timeouts == 0
+
+
+def test_a_bad_path_gets_one_probe_per_interval_and_comes_back_whole():
+    config = TransportConfig(sack_every=1, probe_interval=0.005, probe_successes=3)
+    a = Connection(1, list(range(64)), plane, config, path_of)
+    b = Connection(1, list(range(64)), plane, config, path_of)
+    a.send_message(1, bytes(10))
+    ev, _ = a.datagrams_to_send(0.0)[0]
+    a.on_timer(a.next_timer())  # the only packet times out: its path is bad
+    same = [e for e in range(64) if path_of(e) == path_of(ev)]
+    assert {a.ev_state(e) for e in same} == {EvState.ASSUMED_BAD}
+    probes, t = [], a.next_timer()
+    while a.ev_state(ev) == EvState.ASSUMED_BAD and t < 1.0:
+        a.on_timer(t)
+        sent = [(pev, p) for pev, p in a.datagrams_to_send(t) if wire.decode(p).__class__ is wire.Probe]
+        probes += [(t, pev) for pev, _ in sent]
+        for _, p in sent:
+            b.receive(p, None, t)
+            for _, reply in b.datagrams_to_send(t):
+                a.receive(reply, None, t)
+        t = a.next_timer()
+    assert len(probes) == 3 and all(path_of(pev) == path_of(ev) for _, pev in probes)
+    assert [round(t2 - t1, 6) for (t1, _), (t2, _) in zip(probes, probes[1:])] == [0.005, 0.005]
+    assert {a.ev_state(e) for e in same} == {EvState.GOOD} and a.counters.paths_restored == 1
+
+
+def test_a_late_packet_that_condemned_its_path_restores_it_when_it_arrives():
+    config = TransportConfig(sack_every=1, mss=100, cc_init_window=1 << 20, reorder_window=0.002,
+                             reorder_window_max=0.002)
+    a = Connection(1, list(range(64)), plane, config, path_of)
+    b = Connection(1, list(range(64)), plane, config, path_of)
+    a.send_message(1, bytes(400))
+    (ev0, late), *rest = a.datagrams_to_send(0.0)
+    for _, d in rest:  # the others arrive at 1 ms and are SACKed
+        b.receive(d, None, 0.001)
+    for _, s in b.datagrams_to_send(0.001):
+        a.receive(s, None, 0.001)
+    a.on_timer(a.next_timer())  # RACK gives up on the first
+    assert a.ev_state(ev0) == EvState.ASSUMED_BAD and a.counters.paths_retired == 1
+    t = a.next_timer()
+    b.receive(late, None, t)  # ... which was only late
+    for _, s in b.datagrams_to_send(t):
+        a.receive(s, None, t)
+    assert a.counters.spurious_losses == 1 and a.counters.retirements_undone == 1
+    assert a.ev_state(ev0) == EvState.GOOD and a.bad_paths() == []

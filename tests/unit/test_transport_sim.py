@@ -15,8 +15,10 @@ def fabric(planes=4, spines=4, hosts=8, seed=1, **link_options):
     return plan, links, Network(route, seed=seed)
 
 
-def connect(net, plan, src, dst, conn_id=1, evs=128, **options):
-    return net.connect(src, dst, conn_id, list(range(evs)), lambda ev: plan.ev_path(ev)[0], TransportConfig(**options))
+def connect(net, plan, src, dst, conn_id=1, evs=128, paths=True, **options):
+    """As the agent does under SRv6: the connection knows each EV's path (``paths=False``: it does not, as under ECMP)."""
+    return net.connect(src, dst, conn_id, list(range(evs)), lambda ev: plan.ev_path(ev)[0], TransportConfig(**options),
+                       plan.ev_path if paths else None)
 
 
 def delivered(ep):
@@ -61,10 +63,10 @@ def test_every_message_completes_intact_whatever_the_impairments(loss, reorder, 
     assert delivered(b) == sent and not a.conn.busy and not a.conn.failed
 
 
-def flap_test(kind):
+def flap_test(kind, paths=True):
     """A plane-0 spine link fails at 50 ms and heals at 100 ms under a bulk flow from h0 to h1."""
     plan, links, net = fabric()
-    a, b = connect(net, plan, 0, 1)
+    a, b = connect(net, plan, 0, 1, paths=paths)
     stream(net, a, 256 << 10)
     fwd, rev = cable(links, "p0l0-p0s2")
     if kind == "drop":
@@ -77,25 +79,61 @@ def flap_test(kind):
         net.at(0.05, setattr, fwd, "blackhole", True)
         net.at(0.10, setattr, fwd, "blackhole", False)
     dead = [ev for ev in range(128) if plan.ev_path(ev) == (0, 2)]
+    net.run(until=0.05)
+    probes_before = a.conn.counters.probes
     net.run(until=0.099)
     c = a.conn
     last = max(c.ev_last_send(ev) or 0.0 for ev in dead)
     active_planes = sorted(plan.ev_path(ev)[0] for ev in c.active_evs())
-    states_down = {ev: c.ev_state(ev) for ev in dead if c.ev_last_send(ev)}
+    states_down = {ev: c.ev_state(ev) for ev in dead if paths or c.ev_last_send(ev)}
+    probes = c.counters.probes - probes_before
     before = b.conn.counters.bytes_delivered
     net.run(until=0.25)
-    return c, dead, last, active_planes, states_down, b.conn.counters.bytes_delivered - before
+    return c, dead, last, active_planes, states_down, b.conn.counters.bytes_delivered - before, probes
 
 
 @pytest.mark.parametrize("kind", ["drop", "blackhole"])
-def test_failed_path_is_retired_within_a_few_packets_avoided_and_probed_back(kind):
-    c, dead, last, active_planes, states_down, after = flap_test(kind)
+@pytest.mark.parametrize("paths", [True, False])
+def test_failed_path_is_retired_avoided_and_probed_back(kind, paths):
+    c, dead, last, active_planes, states_down, after, _ = flap_test(kind, paths)
     assert set(states_down.values()) == {EvState.ASSUMED_BAD}
-    assert c.counters.lost <= 2 * len(dead) and c.counters.timeouts == 0
+    assert c.counters.timeouts == 0
     assert last < 0.05 + 0.03  # no data put on the dead path 30 ms after the fault
     assert active_planes == [p for p in range(4) for _ in range(16)]  # replacements came from plane 0
     assert all(c.ev_state(ev) == EvState.GOOD for ev in states_down) and c.counters.ev_restored >= len(states_down)
     assert after > 0
+
+
+@pytest.mark.parametrize("kind", ["drop", "blackhole"])
+def test_knowing_the_paths_one_loss_retires_the_whole_path_and_one_probe_per_interval_tests_it(kind):
+    c, dead, last, _, states_down, _, probes = flap_test(kind, paths=True)
+    assert len(states_down) == len(dead) == 8  # every EV of the path, used since the fault or not
+    assert c.counters.paths_retired == 1 and c.counters.paths_restored == 1  # the other 15 paths never suspected
+    rtt = c.min_rtt
+    assert last < 0.05 + 3 * rtt + c.config.reorder_window_max / 4  # within a few RTTs
+    interval = c.config.probe_interval
+    assert probes <= 0.049 / interval + 1  # one path probed, once per interval
+    assert c.counters.lost <= 16  # what was in flight on the path when it failed
+
+
+def test_not_knowing_the_paths_each_ev_must_lose_a_packet_and_is_probed_alone():
+    c, dead, last, _, states_down, _, probes = flap_test("blackhole", paths=False)
+    assert c.counters.paths_retired == len(states_down) >= 4
+    assert probes > 2 * (0.049 / c.config.probe_interval + 1)  # several EVs probed, each once per interval
+
+
+@pytest.mark.parametrize("jitter", [0.002, 0.003, 0.005])
+def test_in_order_jitter_of_a_few_ms_retires_nothing_and_times_nothing_out(jitter):
+    """Up to ``jitter`` s per link (so up to 4x that per path): noise, neither failure nor (much) queueing."""
+    plan, links, net = fabric(jitter=jitter)
+    flows = [connect(net, plan, s, (s + 1) % 4, conn_id=s)[0] for s in range(4)]  # a ring, as all-reduce
+    for a in flows:
+        stream(net, a, 256 << 10)
+    net.run(until=1.0)
+    for a in flows:
+        c = a.conn.counters
+        assert c.timeouts == 0 and c.ev_retired == 0 and c.paths_retired == 0, c
+    assert sum(a.conn.counters.bytes_sent for a in flows) * 8 >= 0.15 * 4 * 4 * RATE  # jitter is not read as queueing
 
 
 def incast(senders=5, size=2 << 20, **options):
@@ -112,11 +150,15 @@ def test_incast_five_to_one_fills_the_receiver_without_timeouts_and_trims_retire
     assert utilisation >= 0.9
     assert sum(links[f"p{p}l0->h0"].trims for p in range(4)) > 0  # it was congested ...
     for ep in eps:  # ... and congestion is never failure
-        assert ep.conn.counters.timeouts == 0 and ep.conn.counters.ev_retired == 0 and ep.conn.counters.trimmed > 0
+        c = ep.conn.counters  # a path suspected in the reordering of a full queue is restored at once by the late SACK
+        assert c.timeouts == 0 and c.trimmed > 0 and c.paths_retired == c.retirements_undone, c
 
 
-@pytest.mark.parametrize("planes, options", [(4, {}), (1, {"cc_base_rtt": 4 * (8192 + 96) * 8 / RATE})])
-def test_flows_sharing_a_bottleneck_share_it_fairly(planes, options):
+@pytest.mark.parametrize("planes", [4, 1])
+def test_flows_sharing_a_bottleneck_share_it_fairly(planes):
+    """With the base RTT configured network-wide, as NSCC does (a late starter measuring it into a standing queue
+    would overestimate it and grab more than its share)."""
+    options = {"cc_base_rtt": 4 * (8192 + 96) * 8 / RATE}
     plan, links, net = fabric(planes=planes)
     flows = [connect(net, plan, s, 0, conn_id=s, **options) for s in range(1, 5)]
     for i, (a, _) in enumerate(flows):
