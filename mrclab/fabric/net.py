@@ -55,6 +55,9 @@ class BareIntf(Intf):
         return {}
 
 
+HOST_NIC_QUEUE = 4 << 20
+
+
 def default_egress(state: RunState):
     from .egress import Egress
     return Egress(state)
@@ -172,13 +175,17 @@ class Fabric:
         OVSSwitch.batchStartup(list(self.switches.values()))
 
     def _shape(self) -> None:
+        """Switch ports get the topology's buffer; a host NIC gets a deep one, because a real NIC
+        pushes back on its host rather than dropping, and a drop there would read to MRC as a
+        path failure (the host's socket buffers are the back-pressure)."""
         t, queue, mtu = self.topology, self.topology.queue_bytes, self.topology.mtu
         for link in t.links:
             rate = t.link_rate_bps(link)
             for node, peer in ((link.a, link.b), (link.b, link.a)):
                 ifname = self.layout.ifname(node, peer)
                 if node in self.hosts:
-                    self.egress.attach(ifname, rate, queue, mtu, trim=False, netns_pid=self.hosts[node].pid)
+                    self.egress.attach(ifname, rate, max(queue, HOST_NIC_QUEUE), mtu, trim=False,
+                                       netns_pid=self.hosts[node].pid)
                 else:
                     self.egress.attach(ifname, rate, queue, mtu, trim=t.trim)
 
