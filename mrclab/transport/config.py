@@ -61,6 +61,9 @@ class TransportConfig:
     cc_target_delay: float = 0.004
     """Queueing delay (RTT minus base RTT) the window aims for. It must exceed the delay noise of an idle fabric,
     or noise reads as queueing: the userspace-OVS lab's idle RTT is ~1 ms at best, ~3 ms typical."""
+    cc_delay_filter: int = 1
+    """The delay the window reacts to is the lowest of the last this-many RTT samples (1: the latest). Larger
+    values read less jitter as queueing and see a queue build more slowly (see :mod:`.cc`)."""
     cc_ai: float = 1.0
     """Additive increase, MSS per RTT, while delay is under target."""
     cc_fi: float = 1.0
@@ -93,6 +96,7 @@ class TransportConfig:
             ("cc_max_window", self.cc_max_window >= self.mss, ">= mss"),
             ("cc_base_rtt", self.cc_base_rtt > 0, "> 0"),
             ("cc_target_delay", self.cc_target_delay > 0, "> 0"),
+            ("cc_delay_filter", self.cc_delay_filter >= 1, ">= 1"),
             ("cc_ai", self.cc_ai >= 0, ">= 0"),
             ("cc_fi", self.cc_fi >= 0, ">= 0"),
             ("cc_md", 0 < self.cc_md < 1, "between 0 and 1"),

@@ -50,6 +50,7 @@ class Receiver:
         self._ecn = 0
         self._flush_at: float | None = None
         self._last_psn = 0  # the packet the next SACK answers
+        self._high = 0  # highest PSN received: the SACK bitmap ends there, so it covers the newest arrivals
         self._last_ev = 0
         self._last_ts = 0
         self._last_at = 0.0
@@ -80,6 +81,11 @@ class Receiver:
         elif msg.length != d.msg_len or msg.digest != d.digest:
             counters.malformed += 1  # contradicts the packets of this message that came before
             return
+        psn = cum + rel
+        if self._pending and psn < self._high - (SACK_BITS - 1):
+            self._sack(now)  # far behind the newest: report what is pending before the bitmap must move for it
+        if psn > self._high:
+            self._high = psn
         bits = self._bits | (1 << rel)
         if rel == 0:
             run = (~bits & (bits + 1)).bit_length() - 1
@@ -132,7 +138,9 @@ class Receiver:
 
     def _sack(self, now: float) -> None:
         cum = self._cum
-        base = self._last_psn - (SACK_BITS - 1)
+        base = self._high - (SACK_BITS - 1)  # the newest 64 PSNs, unless the packet answered is older than those
+        if base > self._last_psn:
+            base = self._last_psn
         if base < cum:
             base = cum
         bitmap = (self._bits >> (base - cum)) & _MASK
