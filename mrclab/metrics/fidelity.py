@@ -4,8 +4,10 @@ Two honest signals, sampled from /proc while the workload runs:
 - the whole machine's busy share (all CPUs): past `MACHINE_BUSY_LIMIT` there is no idle
   time left, so any queueing seen may be CPU queueing, not network queueing;
 - the hottest single thread among the processes that move packets (ovs-vswitchd's
-  threads, every agent): one near 100% of a core is a serial bottleneck even when the
-  machine as a whole still has idle time.
+  threads, every agent): one busy most of the run is a serial bottleneck even when the
+  machine as a whole still has idle time. The limit is below 100% on purpose: this is an
+  average over the whole workload, and traffic comes in bursts (steps), so a thread
+  averaging 75% has spent the bursts saturated.
 Either one makes `fidelity.ok` false and the notes say which, with the figures.
 """
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MACHINE_BUSY_LIMIT = 90.0
-THREAD_BUSY_LIMIT = 90.0
+THREAD_BUSY_LIMIT = 75.0
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
