@@ -198,7 +198,8 @@ class TcpDatapath:
             self._tune(sock)
             stream = _Stream(sock, peer, outbound=False)
             self._inbound.add(stream)
-            self._reactor.add_reader(sock, lambda: self._on_readable(stream))
+            # bound now: one call may accept several connections, each reader must keep its own stream
+            self._reactor.add_reader(sock, lambda stream=stream: self._on_readable(stream))
 
     @staticmethod
     def _tune(sock: socket.socket) -> None:
