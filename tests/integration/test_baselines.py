@@ -9,7 +9,6 @@ it from the endpoints: no flow-mod after boot, no failed message.
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
@@ -32,8 +31,7 @@ def _run(tmp_path, leftovers, routing: str, transport: str) -> tuple[dict, dict]
     }, "test_baselines")
     out = tmp_path / f"{routing}-{transport}"
     doc = run_scenario(scenario, out, console=None)
-    run_id = re.search(r"run (\w+): scenario", (out / "runner.log").read_text()).group(1)
-    assert leftovers(f"m{run_id}") == []
+    assert leftovers(json.loads((out / "layout.json").read_text())["prefix"]) == []
     return doc, json.loads((out / "controller-stats.json").read_text())
 
 
