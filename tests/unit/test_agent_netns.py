@@ -165,7 +165,7 @@ def test_tcp_mode_installs_and_removes_its_routes(net):
 
 def test_unreachable_port_does_not_kill_the_sender(net):
     """A peer with no agent answers ICMP port unreachable; the agent counts it and keeps serving."""
-    client = net.start(HOSTS[0], options={"max_retransmits": 3, "rto_max": 0.02})
+    client = net.start(HOSTS[0], options={"max_retransmits": 3, "rto_min": 0.01, "rto_initial": 0.01, "rto_max": 0.02})
     client.request("post", conn=1, peer=HOSTS[1], msg=1, size=50000)
     client.wait(lambda ev: any(e["event"] == "failed" for e in ev), 15)
     assert client.request("ping")["ok"]
