@@ -34,7 +34,7 @@ class AgentLink:
     proc: subprocess.Popen
     buffer: bytearray = field(default_factory=bytearray)
     replies: dict = field(default_factory=dict)
-    unawaited: set = field(default_factory=set)
+    unawaited: dict = field(default_factory=dict)  # request id -> (conn, msg) of a post
     sampling: dict = field(default_factory=dict)   # request id -> sample round
     next_id: int = 1
 
@@ -84,10 +84,10 @@ class Agents:
         for link in self.links.values():
             self.call(link.host, "ping", timeout=max(deadline - time.monotonic(), 1.0))
 
-    def post(self, host: str, **fields) -> None:
-        """Fire a request whose reply the runner does not wait for (errors still surface in poll)."""
+    def post(self, host: str, conn: int, peer: int, msg: int, size: int) -> None:
+        """Start a message without waiting; an agent that refuses it yields a `failed` event."""
         link = self.links[host]
-        link.unawaited.add(link.send("post", **fields))
+        link.unawaited[link.send("post", conn=conn, peer=peer, msg=msg, size=size)] = (conn, msg)
 
     def sample(self, round_no: int) -> None:
         """Ask every agent for its stats without waiting; replies land in `samples[round_no]`."""
@@ -135,9 +135,10 @@ class Agents:
                     if message["id"] in link.sampling:
                         self.samples[link.sampling.pop(message["id"])][link.host] = message
                     elif message["id"] in link.unawaited:
-                        link.unawaited.discard(message["id"])
+                        conn, msg = link.unawaited.pop(message["id"])
                         if not message.get("ok"):
-                            raise AgentError(f"agent {link.host}: {message.get('error')}")
+                            self.events.append({"event": "failed", "conn": conn, "msg": msg, "host": link.host,
+                                                "reason": f"refused: {message.get('error')}"})
                     else:
                         link.replies[message["id"]] = message
                 else:

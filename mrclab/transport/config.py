@@ -24,6 +24,10 @@ class TransportConfig:
     """Seconds between probes of each bad path (each ASSUMED_BAD EV without ``ev_path``). A path comes back
     ``probe_successes`` intervals after it heals at the soonest; 5 ms is a few RTTs of the lab, well above its
     timer granularity, and costs one 24-byte probe per bad path per 5 ms (200/s) - noise beside the data."""
+    probe_interval_max: float = 0.1
+    """Ceiling of the probe back-off: an unanswered probe doubles the path's interval up to this, so a
+    path that stays dead costs 10 probes/s per connection; a restored one is found within this plus
+    ``probe_successes`` fast probes."""
     probe_successes: int = 3
     """Consecutive probe replies that bring an ASSUMED_BAD EV back to GOOD."""
     rto_min: float = 0.05
@@ -83,6 +87,7 @@ class TransportConfig:
             ("ev_count", self.ev_count >= 1, ">= 1"),
             ("ev_min_active", 1 <= self.ev_min_active <= self.ev_count, "between 1 and ev_count"),
             ("probe_interval", self.probe_interval > 0, "> 0"),
+            ("probe_interval_max", self.probe_interval_max >= self.probe_interval, ">= probe_interval"),
             ("probe_successes", self.probe_successes >= 1, ">= 1"),
             ("rto_min", 0 < self.rto_min <= self.rto_max, "> 0 and <= rto_max"),
             ("rto_initial", self.rto_initial > 0, "> 0"),

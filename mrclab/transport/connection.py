@@ -39,7 +39,7 @@ class Connection:
         self.counters = Counters()
         self._events: list = []
         self._evs = EvSet(list(evs), ev_plane, config.ev_count, config.ev_min_active, config.probe_interval,
-                          config.probe_successes, config.single_path, self._events, self.counters, ev_path)
+                          config.probe_interval_max, config.probe_successes, config.single_path, self._events, self.counters, ev_path)
         self._tx = Sender(conn_id, config, self._evs, self._events, self.counters)
         self._rx = Receiver(conn_id, config, self._events, self.counters)
 
