@@ -70,6 +70,39 @@ def _qdisc_works(kind: list[str]) -> bool:
         _run(["ip", "netns", "del", ns])
 
 
+OVS_SNDBUF_MIN = 16 << 20
+
+
+def ovs_packet_sndbuf() -> int | None:
+    """Send buffer of ovs-vswitchd's AF_PACKET socket (created on its first send), or None if none yet."""
+    result = _run(["ss", "-0", "-m", "-p"])
+    if result is None:
+        return None
+    lines = result.stdout.splitlines()
+    for line, following in zip(lines, lines[1:] + [""]):
+        if '"ovs-vswitchd"' in line:
+            for field in (line + following).replace("(", ",").replace(")", ",").split(","):
+                if field.startswith("tb") and field[2:].isdigit():
+                    return int(field[2:])
+    return None
+
+
+def ovs_sndbuf() -> Row:
+    """The userspace datapath sends on every port through one packet socket: a small send buffer
+    makes OVS drop packets queued in shaped ports, losses the emulated network never made."""
+    if kernel_datapath_available():
+        return Row("ovs send buffer", True, "kernel datapath: no shared packet socket")
+    size = ovs_packet_sndbuf()
+    if size is None:
+        size = int(Path("/proc/sys/net/core/wmem_default").read_text())
+        where = "net.core.wmem_default (ovs-vswitchd has not opened its packet socket yet)"
+    else:
+        where = "ovs-vswitchd's packet socket"
+    ok = size >= OVS_SNDBUF_MIN
+    return Row("ovs send buffer", ok, f"{where}: {size >> 10} KiB" + ("" if ok else
+               f", below {OVS_SNDBUF_MIN >> 20} MiB: OVS would drop packets under load"), PROVISION)
+
+
 def htb() -> Row:
     ok = os.geteuid() == 0 and _qdisc_works(["handle", "1:", "htb"])
     return Row("htb shaping", ok, "tc htb qdisc works" if ok else "tc cannot add an htb qdisc",
@@ -96,7 +129,7 @@ def mnexec() -> Row:
 
 def rows() -> list[Row]:
     from .fabric import egress  # the eBPF egress program owns its own availability check
-    return [root(), ovs(), datapath(), htb(), egress.check_row(), netem(),
+    return [root(), ovs(), datapath(), ovs_sndbuf(), htb(), egress.check_row(), netem(),
             python_module("os_ken", "os-ken"), python_module("mininet.net", "mininet"), mnexec()]
 
 

@@ -264,9 +264,13 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
                         outcome = execution.run()
                 else:
                     outcome = execution.run()
-                fidelity = sampler.stop()
+                links = fabric.link_counters()
+                wall = outcome.t_end - outcome.t0
+                fidelity = sampler.stop(emulator_drops=sum(link["emulator_drops"] for link in links),
+                                        goodput_fraction=sum(outcome.ideal_s[:len(outcome.steps)]) / wall
+                                        if outcome.steps and wall > 0 else None)
                 doc = _document(scenario, state.run_id, started_at, outcome, agents.call_all("stats"), agents.samples,
-                                fabric, fidelity)
+                                links, fabric.controller_stats(), fidelity)
             finally:
                 agents.stop()
     finally:
@@ -289,8 +293,8 @@ def _message_rows(o: Outcome) -> list[list]:
     return rows
 
 
-def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome, agent_stats: dict, agents_samples: dict,
-              fabric, fidelity: dict) -> dict:
+def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome, agent_stats: dict,
+              agents_samples: dict, links: list[dict], controller: dict, fidelity: dict) -> dict:
     topo = scenario.topology
     events = [{k: v for k, v in record.items() if not k.startswith("_")} for record in outcome.fired]
     doc = {
@@ -306,8 +310,8 @@ def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome
         "events": events,
         "ev_changes": outcome.ev_changes,
         "series": results.series(outcome.sample_times, agents_samples),
-        "links": fabric.link_counters(),
-        "controller": fabric.controller_stats(),
+        "links": links,
+        "controller": controller,
         "fidelity": fidelity,
     }
     checks = expectations.evaluate(scenario.expect, doc)

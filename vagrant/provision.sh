@@ -27,6 +27,23 @@ if [ ! -e /usr/include/asm ] && [ -d "/usr/include/$(uname -m)-linux-gnu/asm" ];
   ln -s "/usr/include/$(uname -m)-linux-gnu/asm" /usr/include/asm
 fi
 
+# The userspace datapath sends on every port through ONE AF_PACKET socket, created with the
+# default send buffer; packets waiting in every shaped port's queue are charged to it, and
+# once it is full OVS drops them (tx_dropped) - losses the emulated network never made.
+# Give new sockets a large default before ovs-vswitchd starts, and restart an OVS whose
+# socket is small, but only while no bridge exists (never under someone's running lab).
+wmem=$((16 << 20))
+[ "$(sysctl -n net.core.wmem_max)" -ge "$wmem" ] || sysctl -q -w net.core.wmem_max="$wmem"
+[ "$(sysctl -n net.core.wmem_default)" -ge "$wmem" ] || sysctl -q -w net.core.wmem_default="$wmem"
+ovs_sndbuf() { ss -0 -m -p 2>/dev/null | grep -A1 '"ovs-vswitchd"' | grep -o 'tb[0-9]*' | head -1 | tr -d tb; }
+if ovs-vsctl --timeout=2 show >/dev/null 2>&1 && [ -z "$(ovs-vsctl list-br)" ]; then
+  tb=$(ovs_sndbuf)
+  if [ -n "$tb" ] && [ "$tb" -lt "$wmem" ]; then
+    echo "provision: restarting ovs-vswitchd for a larger packet-socket send buffer"
+    /usr/share/openvswitch/scripts/ovs-ctl stop >/dev/null 2>&1 || true
+  fi
+fi
+
 # Open vSwitch daemons: answer, or start them with ovs-ctl (no systemd needed).
 if ! ovs-vsctl --timeout=2 show >/dev/null 2>&1; then
   echo "provision: starting Open vSwitch"

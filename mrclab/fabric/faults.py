@@ -13,6 +13,7 @@ import subprocess
 from typing import Any
 
 from ..spec.topology import Link, Topology
+from . import ovs
 from .hostconf import nic_lines
 from .layout import Layout
 
@@ -20,6 +21,10 @@ from .layout import Layout
 class Faults:
     def __init__(self, topology: Topology, layout: Layout, egress, host_pids: dict[str, int]) -> None:
         self.topology, self.layout, self.egress, self.host_pids = topology, layout, egress, host_pids
+        # OVS counts a send into a downed cable as tx_dropped: those are the fault's losses, not the
+        # emulator's. Per switch port: the count when it went down, and what accrued while it was down.
+        self._down_at: dict[str, int] = {}
+        self._dead_drops: dict[str, int] = {}
 
     def _link(self, name: str) -> Link:
         return self.topology.link(name)
@@ -28,7 +33,25 @@ class Faults:
         """(node, its interface) for both ends of a link."""
         return [(node, self.layout.ifname(node, peer)) for node, peer in ((link.a, link.b), (link.b, link.a))]
 
+    def _cables(self, ends: list[tuple[str, str]]) -> set[str]:
+        """Every switch port that cannot send while these interfaces are down: theirs and their peers'."""
+        ports = set()
+        for node, ifname in ends:
+            ports.add(ifname)
+            if node in self.layout.switches:
+                ports.update(p.peer_ifname for p in self.layout.switches[node].ports.values() if p.ifname == ifname)
+        return ports
+
+    def _account(self, ends: list[tuple[str, str]], state: str) -> None:
+        counts = ovs.tx_dropped(self._cables(ends))
+        for ifname, count in counts.items():
+            if state == "down":
+                self._down_at.setdefault(ifname, count)
+            elif ifname in self._down_at:
+                self._dead_drops[ifname] = self._dead_drops.get(ifname, 0) + count - self._down_at.pop(ifname)
+
     def _set_state(self, ends: list[tuple[str, str]], state: str) -> None:
+        self._account(ends, state)
         root = [f"link set dev {ifname} {state}" for node, ifname in ends if node not in self.host_pids]
         if root:
             _ip_batch(root)
@@ -87,13 +110,22 @@ class Faults:
             raise ValueError(f"unknown fabric action {action!r}")
 
     def link_counters(self) -> list[dict[str, Any]]:
-        """One row per link direction, as results.json `links` wants it: what left `from` towards `to`."""
+        """One row per link direction, as results.json `links` wants it: what left `from` towards `to`.
+
+        `drops` include what was sent into the cable while it was down. `emulator_drops` are
+        the other packets OVS failed to hand to a switch port (see `ovs.tx_dropped`): not the
+        emulated network's, they make a run untrustworthy."""
         rows = []
-        for link in self.topology.links:
-            for node, peer in ((link.a, link.b), (link.b, link.a)):
-                c = self.egress.counters(self.layout.ifname(node, peer))
-                rows.append({"link": link.name, "from": node, "to": peer, "tx_packets": c.tx_packets,
-                             "tx_bytes": c.tx_bytes, "drops": c.drops, "trims": c.trims})
+        ports = {self.layout.ifname(node, peer): (link, node, peer) for link in self.topology.links
+                 for node, peer in ((link.a, link.b), (link.b, link.a))}
+        lost_by_ovs = ovs.tx_dropped(set(ports))
+        for ifname, (link, node, peer) in ports.items():
+            c = self.egress.counters(ifname)
+            total = lost_by_ovs.get(ifname, 0)
+            dead = self._dead_drops.get(ifname, 0) + (total - self._down_at[ifname] if ifname in self._down_at else 0)
+            rows.append({"link": link.name, "from": node, "to": peer, "tx_packets": c.tx_packets,
+                         "tx_bytes": c.tx_bytes, "drops": c.drops + dead, "trims": c.trims,
+                         "emulator_drops": total - dead})
         return rows
 
 

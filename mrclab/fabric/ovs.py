@@ -1,6 +1,7 @@
 """The few Open vSwitch and iproute2 calls the fabric makes, batched: one process per job, not per object."""
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from dataclasses import dataclass
@@ -80,3 +81,17 @@ def dump_flows(bridges: list[str], spec: str = "") -> dict[str, list[FlowStat]]:
     """Flow entries with counters of many bridges, read in parallel (one ovs-ofctl each)."""
     started = {bridge: _dump_start(bridge, spec) for bridge in bridges}
     return {bridge: _dump_finish(process) for bridge, process in started.items()}
+
+
+def tx_dropped(ifnames: set[str]) -> dict[str, int]:
+    """Packets ovs-vswitchd itself failed to send on each named port (it ran out of socket buffer
+    or CPU): drops of the emulator, not of the emulated network."""
+    result = subprocess.run(["ovs-vsctl", "--timeout=10", "--format=json", "--columns=name,statistics",
+                             "list", "interface"], capture_output=True, text=True)
+    if result.returncode != 0:
+        return {}
+    out = {}
+    for name, stats in json.loads(result.stdout)["data"]:
+        if name in ifnames:
+            out[name] = dict(stats[1]).get("tx_dropped", 0)
+    return out

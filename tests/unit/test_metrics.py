@@ -54,11 +54,13 @@ def test_expectations_pass_and_fail_with_bounds():
 
 
 def test_fidelity_verdict():
-    assert fidelity.verdict(40.0, "agent h0/1", 50.0)["ok"]
-    busy = fidelity.verdict(97.0, "agent h0/1", 50.0)
-    assert not busy["ok"] and "machine CPU 97%" in busy["notes"][0]
-    hot = fidelity.verdict(60.0, "ovs-vswitchd/12", 99.0)
+    assert fidelity.verdict(40.0, "agent h0/1", 50.0, goodput_fraction=0.3)["ok"]
+    busy = fidelity.verdict(97.0, "agent h0/1", 50.0, goodput_fraction=0.3)
+    assert not busy["ok"] and "machine CPU 97%" in busy["notes"][0] and "30% of line rate" in busy["notes"][0]
+    hot = fidelity.verdict(60.0, "ovs-vswitchd/12", 99.0, goodput_fraction=0.3)
     assert not hot["ok"] and "ovs-vswitchd/12" in hot["notes"][0]
+    # a busy CPU next to a saturated network: the network set the pace
+    assert fidelity.verdict(95.0, "ovs-vswitchd/12", 99.0, goodput_fraction=0.85)["ok"]
 
 
 def test_cpu_sampler_sees_a_busy_thread():
@@ -80,3 +82,8 @@ def test_cpu_sampler_sees_a_busy_thread():
     done.set()
     spinner.join()
     assert result["hottest_thread"].startswith("test/") and result["hottest_thread_pct"] > 50
+
+
+def test_fidelity_flags_packets_the_emulator_dropped():
+    v = fidelity.verdict(30.0, "agent h0/1", 20.0, emulator_drops=12)
+    assert not v["ok"] and v["emulator_drops"] == 12 and "dropped 12 packets" in v["notes"][0]
