@@ -16,13 +16,16 @@ from mrclab.spec import scenario as scenario_mod
 FAULT_AT, CLEAR_AT, AVOID_S = 3.0, 6.0, 0.004
 FAILED_LINK = "p0l1-p0s2"
 BASE_STEP_S = 0.05
+# inline, so the fixture does not follow the shipped files' rates
+TOPOLOGY = {"name": "clos-4p-4l-4s", "planes": 4, "leaves": 4, "spines": 4, "hosts_per_leaf": 2,
+            "links": {"host_rate": "100Mbit", "fabric_rate": "100Mbit", "queue": "64KiB", "mtu": 9000}}
 STEPS = 150
 
 
 def _scenario(name, transport, routing, steps):
     return scenario_mod.from_mapping({
         "name": name, "description": "Ring all-reduce while a plane-0 leaf-spine link fails and comes back.",
-        "topology": "clos-4p-4l-4s", "transport": transport, "routing": routing, "seed": 1,
+        "topology": TOPOLOGY, "transport": transport, "routing": routing, "seed": 1,
         "duration_limit": "60s",
         "workload": {"pattern": "ring-allreduce", "message": "1MiB", "steps": steps},
         "events": [{"at": f"{FAULT_AT:g}s", "action": "link_down", "target": FAILED_LINK},
