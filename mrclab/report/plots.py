@@ -129,6 +129,18 @@ def headroom(ax, data_top: float, label_band: float) -> None:
     ax.set_ylim(0, top / max(1.0 - label_band, 0.3))
 
 
+def finish_timeline(ax, run: Run, data_top: float, xlabel: str, ylabel: str, title: str) -> None:
+    """The common dress of every plot against run time: fault marks, room for their labels, legend outside."""
+    band = mark_events(ax, run.results["events"], time_span(run))
+    ax.set_xlim(0, time_span(run))
+    headroom(ax, data_top, band)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+
+
 def time_span(run: Run) -> float:
     """Seconds from workload start to the last thing that happened, for a common x range."""
     r = run.results
@@ -163,14 +175,8 @@ def step_time(run: Run) -> Figure:
     if ideal:
         ax.axhline(ideal / len(steps) * 1e3, color=IDEAL_COLOUR, ls="--", lw=1,
                    label=f"ideal (line rate) {ideal / len(steps) * 1e3:.1f} ms")
-    band = mark_events(ax, r["events"], time_span(run))
-    ax.set_xlim(0, time_span(run))
-    headroom(ax, max(y + [st["p100"] * 1e3]), band)
-    ax.set_xlabel("step start (s since workload start)")
-    ax.set_ylabel("step duration (ms)")
-    ax.set_title(f"Step time: {run.label}  ({len(steps)} steps)")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    finish_timeline(ax, run, max(y + [st["p100"] * 1e3]), "step start (s since workload start)",
+                    "step duration (ms)", f"Step time: {run.label}  ({len(steps)} steps)")
     return fig
 
 
@@ -371,12 +377,7 @@ def recovery_counters(run: Run) -> Figure:
     for key, colour in COUNTER_COLOURS.items():
         t, rate = interval_rates(series, key)
         ax.step(t, rate, where="pre", color=colour, lw=1.3, label=f"{key} ({series[-1].get(key, 0)} total)")
-    band = mark_events(ax, r["events"], time_span(run))
-    ax.set_xlim(0, time_span(run))
-    headroom(ax, max((max(interval_rates(series, k)[1], default=0) for k in COUNTER_COLOURS), default=0), band)
-    ax.set_xlabel("time (s since workload start)")
-    ax.set_ylabel("packets per second (all senders)")
-    ax.set_title(f"Loss recovery: trims, retransmissions, timeouts: {run.label}")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    finish_timeline(ax, run, max((max(interval_rates(series, k)[1], default=0) for k in COUNTER_COLOURS), default=0),
+                    "time (s since workload start)", "packets per second (all senders)",
+                    f"Loss recovery: trims, retransmissions, timeouts: {run.label}")
     return fig
