@@ -20,6 +20,7 @@ from pathlib import Path
 from .errors import MrclabError
 from .runstate import RunState
 from .spec import Scenario
+from .transport.config import TransportConfig
 
 
 class AgentError(MrclabError):
@@ -45,6 +46,14 @@ class AgentLink:
         return request_id
 
 
+def effective_options(scenario: Scenario) -> dict:
+    """The scenario's transport options over the defaults that follow from its links (MRC transports only)."""
+    if scenario.transport == "tcp":
+        return dict(scenario.transport_options)
+    topo = scenario.topology
+    return {**TransportConfig.link_defaults(topo.host_rate_bps, topo.mtu), **scenario.transport_options}
+
+
 class Agents:
     """All agents of a run; `events` fills as `poll` reads their sockets."""
 
@@ -66,7 +75,7 @@ class Agents:
                     "--leaves", str(topo.leaves), "--spines", str(topo.spines),
                     "--hosts-per-leaf", str(topo.hosts_per_leaf), "--mtu", str(topo.mtu),
                     "--control", str(control), "--log", str(log_dir / f"agent-{name}.jsonl"),
-                    "--transport", scenario.transport, "--options", json.dumps(scenario.transport_options),
+                    "--transport", scenario.transport, "--options", json.dumps(effective_options(scenario)),
                     "--routing", scenario.routing,
                     "--seed", str(scenario.seed)]
             stderr = open(log_dir / f"agent-{name}.stderr", "wb")

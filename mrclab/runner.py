@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import timeline
-from .agents import Agents
+from .agents import Agents, effective_options
 from .metrics import avoid, expectations, results
 from .metrics.fidelity import CpuSampler
 from .runstate import RunState
@@ -304,6 +304,7 @@ def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome
         "topology": {"name": topo.name, "planes": topo.planes, "leaves": topo.leaves, "spines": topo.spines,
                      "hosts": topo.hosts},
         "transport": scenario.transport, "routing": scenario.routing, "seed": scenario.seed,
+        "transport_options": effective_options(scenario),
         "started_at": started_at, "duration_s": round(outcome.t_end - outcome.t0, 6),
         "steps": outcome.steps,
         "summary": results.summary(outcome, agent_stats),

@@ -49,3 +49,10 @@ def test_defaults_suit_the_jittery_userspace_lab():
 def test_reorder_window_max_may_not_undercut_the_window():
     with pytest.raises(ValueError, match="reorder_window_max"):
         TransportConfig(reorder_window=0.01, reorder_window_max=0.005)
+
+
+def test_link_defaults_scale_the_delay_target_with_packet_serialisation():
+    assert TransportConfig.link_defaults(100_000_000, 9000)["cc_target_delay"] == pytest.approx(0.00432)
+    assert TransportConfig.link_defaults(25_000_000, 9000)["cc_target_delay"] == pytest.approx(0.01728)
+    # never below the fabric's idle delay noise
+    assert TransportConfig.link_defaults(10_000_000_000, 1500)["cc_target_delay"] == TransportConfig.cc_target_delay
