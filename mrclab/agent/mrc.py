@@ -390,7 +390,8 @@ class MrcDatapath:
                                 + own["verify_failures"]),
             "wire_payload_bytes": totals.get("bytes_sent", 0),
         }
-        for name in ("lost", "ev_retired", "ev_restored", "skips", "duplicates", "malformed", "digest_failures"):
+        for name in ("lost", "ev_retired", "ev_restored", "paths_retired", "paths_restored", "retirements_undone",
+                     "skips", "duplicates", "malformed", "digest_failures"):
             counters[name] = totals.get(name, 0)
         for name in ("verify_failures", "send_retries", "socket_errors", "strangers"):
             counters[name] = own[name]

@@ -210,9 +210,13 @@ class Fabric:
         return self.faults.link_counters()
 
     def controller_stats(self) -> dict:
-        """results.json `controller`: flow-mods at boot and after it (static routing: always 0)."""
+        """results.json `controller`: flow-mods at boot and after it (static routing: always 0), and the
+        reconvergences of a routing that has them."""
         doc = self.controller.stats() or {}
-        return {"flow_mods_boot": doc.get("flow_mods_boot", 0), "flow_mods_after_boot": doc.get("flow_mods_after_boot", 0)}
+        out = {"flow_mods_boot": doc.get("flow_mods_boot", 0), "flow_mods_after_boot": doc.get("flow_mods_after_boot", 0)}
+        if "reconvergences" in doc:  # ecmp-reconverge: when the control plane rewrote which switches
+            out["reconvergences"] = doc["reconvergences"]
+        return out
 
     def packet_pids(self) -> dict[int, str]:
         """Processes that move the fabric's packets (for the CPU fidelity sampler): pid -> label."""

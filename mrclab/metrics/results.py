@@ -7,6 +7,7 @@ from pathlib import Path
 
 SCHEMA = "mrclab.results/v1"
 PACKET_KEYS = ("data_sent", "retransmitted", "trimmed", "timeouts", "nacks", "probes")
+PATH_KEYS = ("paths_retired", "paths_restored", "retirements_undone")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -44,6 +45,7 @@ def summary(outcome, agent_stats: dict[str, dict]) -> dict:
                      "failed": len(outcome.failed) + len(unfinished)},
         "bytes": {"sent": sum(outcome.posted.values()), "delivered": delivered, "verified": verified},
         "packets": {k: sum(c.get(k, 0) for c in counters) for k in PACKET_KEYS},
+        "paths": {k: sum(c.get(k, 0) for c in counters) for k in PATH_KEYS},
     }
 
 

@@ -49,10 +49,12 @@ def test_ecmp_stalls_for_the_convergence_delay_and_mrc_does_not(tmp_path, leftov
     first = stats["reconvergences"][0]
     assert first["switches"] == ["p0l0", "p0l1"] and first["flow_mods"] > 0
     assert DELAY_S <= first["t"] - first["trigger_t"] < DELAY_S + 0.5
+    assert ecmp["controller"]["reconvergences"] == stats["reconvergences"]  # results.json carries them
     assert ecmp["summary"]["messages"]["failed"] == 0  # late, not lost: single-path retransmits once rerouted
 
     mrc, stats = _run(tmp_path, leftovers, "static-srv6", "mrc")
     assert _spine_packets(mrc) > 0
     assert mrc["controller"]["flow_mods_after_boot"] == 0 and "reconvergences" not in stats
+    assert mrc["summary"]["paths"]["paths_retired"] > 0  # the dying spine's paths were retired by the endpoints
     assert mrc["summary"]["messages"]["failed"] == 0
     assert mrc["summary"]["step_time_s"]["p100"] < ecmp["summary"]["step_time_s"]["p100"]
