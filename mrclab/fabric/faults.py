@@ -25,6 +25,8 @@ class Faults:
         # emulator's. Per switch port: the count when it went down, and what accrued while it was down.
         self._down_at: dict[str, int] = {}
         self._dead_drops: dict[str, int] = {}
+        self._ofports = {p.ifname: (sw.bridge, p.number) for sw in layout.switches.values()
+                              for p in sw.ports.values()}
 
     def _link(self, name: str) -> Link:
         return self.topology.link(name)
@@ -33,14 +35,15 @@ class Faults:
         """(node, its interface) for both ends of a link."""
         return [(node, self.layout.ifname(node, peer)) for node, peer in ((link.a, link.b), (link.b, link.a))]
 
-    def _cables(self, ends: list[tuple[str, str]]) -> set[str]:
-        """Every switch port that cannot send while these interfaces are down: theirs and their peers'."""
-        ports = set()
+    def _cables(self, ends: list[tuple[str, str]]) -> dict[str, tuple[str, int]]:
+        """Every switch port that cannot send while these interfaces are down (theirs and their peers'),
+        as ovs.tx_dropped wants them."""
+        names = set()
         for node, ifname in ends:
-            ports.add(ifname)
+            names.add(ifname)
             if node in self.layout.switches:
-                ports.update(p.peer_ifname for p in self.layout.switches[node].ports.values() if p.ifname == ifname)
-        return ports
+                names.update(p.peer_ifname for p in self.layout.switches[node].ports.values() if p.ifname == ifname)
+        return {name: self._ofports[name] for name in names if name in self._ofports}
 
     def _account(self, ends: list[tuple[str, str]], state: str) -> None:
         counts = ovs.tx_dropped(self._cables(ends))
@@ -118,7 +121,7 @@ class Faults:
         rows = []
         ports = {self.layout.ifname(node, peer): (link, node, peer) for link in self.topology.links
                  for node, peer in ((link.a, link.b), (link.b, link.a))}
-        lost_by_ovs = ovs.tx_dropped(set(ports))
+        lost_by_ovs = ovs.tx_dropped({name: self._ofports[name] for name in ports if name in self._ofports})
         for ifname, (link, node, peer) in ports.items():
             c = self.egress.counters(ifname)
             total = lost_by_ovs.get(ifname, 0)

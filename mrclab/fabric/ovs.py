@@ -1,7 +1,6 @@
 """The few Open vSwitch and iproute2 calls the fabric makes, batched: one process per job, not per object."""
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from dataclasses import dataclass
@@ -58,9 +57,13 @@ def delete_group(group: int, prefix: str) -> bool:
     return True
 
 
+def _run_ofctl(command: str, bridge: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(["ovs-ofctl", "-O", "OpenFlow13", command, bridge, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
 def _dump_start(bridge: str, spec: str = "") -> subprocess.Popen:
-    cmd = ["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge] + ([spec] if spec else [])
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return _run_ofctl("dump-flows", bridge, *([spec] if spec else []))
 
 
 def _dump_finish(process: subprocess.Popen) -> list[FlowStat]:
@@ -83,15 +86,17 @@ def dump_flows(bridges: list[str], spec: str = "") -> dict[str, list[FlowStat]]:
     return {bridge: _dump_finish(process) for bridge, process in started.items()}
 
 
-def tx_dropped(ifnames: set[str]) -> dict[str, int]:
-    """Packets ovs-vswitchd itself failed to send on each named port (it ran out of socket buffer
-    or CPU): drops of the emulator, not of the emulated network."""
-    result = subprocess.run(["ovs-vsctl", "--timeout=10", "--format=json", "--columns=name,statistics",
-                             "list", "interface"], capture_output=True, text=True)
-    if result.returncode != 0:
-        return {}
-    out = {}
-    for name, stats in json.loads(result.stdout)["data"]:
-        if name in ifnames:
-            out[name] = dict(stats[1]).get("tx_dropped", 0)
-    return out
+_PORT_TX_DROP = re.compile(r"port\s+(\d+):.*?\n\s+tx pkts=\S+ bytes=\S+ drop=(\d+)")
+
+
+def tx_dropped(ports: dict[str, tuple[str, int]]) -> dict[str, int]:
+    """Packets ovs-vswitchd failed to send, per interface named in `ports` (ifname -> (bridge, port
+    number)). Read live over OpenFlow, one ovs-ofctl per bridge in parallel: the Interface
+    statistics in ovsdb are refreshed only every few seconds, too stale to tell a fault's window."""
+    started = {bridge: _run_ofctl("dump-ports", bridge) for bridge in {b for b, _ in ports.values()}}
+    by_port = {}
+    for bridge, process in started.items():
+        out, _ = process.communicate()
+        if process.returncode == 0:
+            by_port.update({(bridge, int(n)): int(d) for n, d in _PORT_TX_DROP.findall(out)})
+    return {ifname: by_port[key] for ifname, key in ports.items() if key in by_port}
