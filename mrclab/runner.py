@@ -230,10 +230,16 @@ def _view(p: Progress, scenario: Scenario):
 
 
 def _logger(path: Path) -> logging.Handler:
+    """runner.log. Importing Mininet installs its logger class, which gives every logger created
+    afterwards a level of its own (above INFO): mrclab's loggers are set back to inherit this one."""
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-    logging.getLogger("mrclab").addHandler(handler)
-    logging.getLogger("mrclab").setLevel(logging.INFO)
+    top = logging.getLogger("mrclab")
+    top.addHandler(handler)
+    top.setLevel(logging.INFO)
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if name.startswith("mrclab.") and isinstance(logger, logging.Logger):
+            logger.setLevel(logging.NOTSET)
     return handler
 
 

@@ -32,6 +32,7 @@ def _run(tmp_path, leftovers, routing: str, transport: str) -> tuple[dict, dict]
     out = tmp_path / f"{routing}-{transport}"
     doc = run_scenario(scenario, out, console=None)
     assert leftovers(json.loads((out / "layout.json").read_text())["prefix"]) == []
+    assert f"run {doc['run_id']}: scenario" in (out / "runner.log").read_text()
     return doc, json.loads((out / "controller-stats.json").read_text())
 
 
