@@ -7,7 +7,6 @@ the request's id; everything else an agent writes is an event (`completed`, `del
 from __future__ import annotations
 
 import json
-import os
 import selectors
 import socket
 import subprocess

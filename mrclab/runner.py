@@ -8,10 +8,8 @@ duration limit, so a researcher can see how far it got.
 from __future__ import annotations
 
 import heapq
-import json
 import logging
 import signal
-import statistics
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field

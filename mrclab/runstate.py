@@ -5,7 +5,7 @@ with the prefix ``m<id>``, and every process it starts is recorded by PID togeth
 the process's start time (so a recycled PID is never killed). The record lives in
 ``/run/mrclab/<id>.json`` and is rewritten atomically on every change. A run whose
 owner process is gone is stale; `clean` removes its bridges, interfaces, namespaces and
-processes and nothing else: no name patterns beyond its own prefix, never `mn -c`.
+processes and nothing else: no name patterns beyond its own prefix, never Mininet's global cleanup.
 """
 from __future__ import annotations
 

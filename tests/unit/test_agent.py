@@ -16,6 +16,7 @@ from mrclab.agent.host import Agent
 from mrclab.agent.mrc import MrcDatapath, configure, mss_for_mtu
 from mrclab.agent.payload import POOL_BYTES, Payloads
 from mrclab.transport.wire import MRC_UDP_PORT
+from tests.fakes import InboxSocket
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -82,7 +83,7 @@ def test_payload_sizes_and_matches():
 
 # -- the MRC datapath over an in-memory wire ---------------------------------------------------------------
 
-class FakeSocket:
+class FakeSocket(InboxSocket):
     """What MrcDatapath uses of a plane's UDP socket; sendto hands the datagram to the wire."""
 
     def __init__(self, wire, host, plane):
@@ -95,14 +96,6 @@ class FakeSocket:
             self.refuse -= 1
             raise BlockingIOError
         self.wire.carry(self.host, self.plane, bytes(datagram), addr)
-
-    def recvfrom(self, _size):
-        if not self.inbox:
-            raise BlockingIOError
-        return self.inbox.pop(0)
-
-    def close(self):
-        pass
 
 
 class Wire:

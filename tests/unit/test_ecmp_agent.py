@@ -9,13 +9,14 @@ from mrclab.agent.__main__ import parse_args
 from mrclab.agent.mrc import ENTROPY_PORT_BASE, MrcDatapath, configure
 from mrclab.agent.payload import Payloads
 from mrclab.transport import MRC_UDP_PORT
+from tests.fakes import InboxSocket
 
 PLAN = Plan(2, 2, 2, 2)
 ARGS = ["--host", "0", "--planes", "2", "--leaves", "2", "--spines", "2", "--hosts-per-leaf", "2",
         "--control", "/nonexistent", "--log", "/dev/null"]
 
 
-class Socket:
+class Socket(InboxSocket):
     """A bound UDP socket on an in-memory ECMP fabric: delivers to the socket bound to the destination."""
 
     def __init__(self, fabric: dict, address: str, port: int):
@@ -25,14 +26,6 @@ class Socket:
     def sendto(self, datagram, addr):
         self.fabric["sent"].append((self.name, addr[:2]))
         self.fabric[addr[:2]].inbox.append((bytes(datagram), (*self.name, 0, 0)))
-
-    def recvfrom(self, _size):
-        if not self.inbox:
-            raise BlockingIOError
-        return self.inbox.pop(0)
-
-    def close(self):
-        pass
 
 
 def _datapath(fabric: dict, host: int, events: list) -> MrcDatapath:

@@ -1,5 +1,4 @@
 """Every error path of topology and scenario validation names the file and the key (exit 2 material)."""
-import textwrap
 
 import pytest
 import yaml
