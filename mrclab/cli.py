@@ -141,9 +141,9 @@ def print_summary(doc: dict, target: Path) -> None:
              .format(**s["packets"])),
             ("base RTT", f"{s['base_rtt_s'] * 1e6:.0f} us" if s.get("base_rtt_s") else "-"),
             ("flow-mods after boot", str(doc["controller"]["flow_mods_after_boot"]))]
-    rows += [(f"avoid_s {e['action']} {e['target']} @{e['t_s']:.2f}s",
-              "-" if e["avoid_s"] is None else f"{e['avoid_s'] * 1e3:.1f} ms")
-             for e in doc["events"] if "avoid_s" in e]
+    rows += [(f"{key} {e['action']} {e['target']} @{e['t_s']:.2f}s",
+              "-" if e[key] is None else f"{e[key] * 1e3:.1f} ms")
+             for e in doc["events"] for key in ("avoid_s", "revive_s") if key in e]
     fid = doc["fidelity"]
     rows.append(("fidelity", ("[green]ok[/] " if fid["ok"] else "[red bold]NOT OK[/] ") + "; ".join(fid["notes"])))
     for name, value in rows:

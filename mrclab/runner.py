@@ -301,6 +301,10 @@ def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome
               agents_samples: dict, links: list[dict], controller: dict, fidelity: dict) -> dict:
     topo = scenario.topology
     events = [{k: v for k, v in record.items() if not k.startswith("_")} for record in outcome.fired]
+    for event in events:
+        if event["action"] in ("link_up", "switch_up") and scenario.transport != "tcp":
+            value = avoid.revive_seconds(topo, event["target"], event["t_s"], outcome.ev_changes)
+            event["revive_s"] = None if value is None else round(value, 6)
     doc = {
         "schema": results.SCHEMA,
         "run_id": run_id,

@@ -1,4 +1,5 @@
-"""`avoid_s`: from a fault to the last data packet any sender put on a path through it.
+"""`avoid_s`: from a fault to the last data packet any sender put on a path through it; and
+`revive_s`: from its repair to the first path through it that a sender brought back.
 
 An MRC path is (src host, dst host, plane, spine); the fault's footprint is the set of
 paths that cross the failed link or switch. Agents report, per peer and EV, when they
@@ -42,3 +43,15 @@ def avoid_seconds(topo: Topology, target: str, fault_t: float,
                     touched = True
                     worst = max(worst, t - fault_t)
     return worst if touched else None
+
+
+def revive_seconds(topo: Topology, target: str, repaired_t_s: float, ev_changes: list[dict]) -> float | None:
+    """From a repair to the first path through it that a sender brought back (probes succeeded):
+    how soon the link carries traffic again. None when no sender had retired a path through it."""
+    for change in sorted(ev_changes, key=lambda c: c["t_s"]):
+        if change["t_s"] < repaired_t_s or change["old"] != "ASSUMED_BAD" or change["new"] != "GOOD":
+            continue
+        plane, spine = topo.plan.ev_path(change["ev"])
+        if path_hits(topo, target, topo.host_index(change["host"]), change["peer"], plane, spine):
+            return change["t_s"] - repaired_t_s
+    return None

@@ -74,9 +74,9 @@ def write(out_dir: Path, doc: dict) -> None:
         writer.writerows([s["index"], s["start_s"], s["duration_s"]] for s in doc["steps"])
     with open(out_dir / "events.csv", "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["t_s", "action", "target", "rate", "avoid_s"])
-        writer.writerows([e["t_s"], e["action"], e["target"], e.get("rate", ""), e.get("avoid_s", "")]
-                         for e in doc["events"])
+        writer.writerow(["t_s", "action", "target", "rate", "avoid_s", "revive_s"])
+        writer.writerows([e["t_s"], e["action"], e["target"], e.get("rate", ""), e.get("avoid_s", ""),
+                          e.get("revive_s", "")] for e in doc["events"])
 
 
 def write_messages(out_dir: Path, rows: list[list]) -> None:

@@ -69,6 +69,10 @@ def test_smoke_runs_end_to_end(tmp_path, leftovers):
     # the cut link carried traffic before the cut, and the controller never touched a flow
     [down] = [e for e in doc["events"] if e["action"] == "link_down"]
     assert down["target"] == "p0l0-p0s1" and down["avoid_s"] is not None
+    # the repaired link carries traffic again within a bounded time: the probe back-off ceiling
+    # (0.1 s) plus a few probe round trips
+    [up] = [e for e in doc["events"] if e["action"] == "link_up"]
+    assert up["revive_s"] is not None and 0 <= up["revive_s"] < 0.5
     assert doc["controller"]["flow_mods_after_boot"] == 0 and doc["controller"]["flow_mods_boot"] > 0
     cut = [link for link in doc["links"] if link["link"] == "p0l0-p0s1"]
     assert sum(link["tx_packets"] for link in cut) > 0

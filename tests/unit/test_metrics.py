@@ -37,6 +37,17 @@ def test_avoid_is_last_affected_send_after_fault():
     assert avoid.avoid_seconds(TOPO, "p3l2-p3s3", 10.0, last) is None
 
 
+def test_revive_is_the_first_path_through_the_repair_brought_back():
+    hit, miss = ev_for(0, 2), ev_for(1, 2)
+    changes = [{"t_s": 5.2, "host": "h0", "peer": 7, "ev": miss, "old": "ASSUMED_BAD", "new": "GOOD"},  # elsewhere
+               {"t_s": 4.0, "host": "h0", "peer": 7, "ev": hit, "old": "ASSUMED_BAD", "new": "GOOD"},   # before repair
+               {"t_s": 5.3, "host": "h0", "peer": 7, "ev": hit, "old": "GOOD", "new": "ASSUMED_BAD"},
+               {"t_s": 5.45, "host": "h0", "peer": 7, "ev": hit, "old": "ASSUMED_BAD", "new": "GOOD"},
+               {"t_s": 5.6, "host": "h1", "peer": 7, "ev": hit, "old": "ASSUMED_BAD", "new": "GOOD"}]
+    assert avoid.revive_seconds(TOPO, "p0l0-p0s2", 5.0, changes) == pytest.approx(0.45)
+    assert avoid.revive_seconds(TOPO, "p3l2-p3s3", 5.0, changes) is None
+
+
 def results(failed=0, p50=1.0, p100=1.5, goodput=0.7, avoid_s=(0.002,), mods=0, ok=True):
     return {"summary": {"messages": {"failed": failed}, "step_time_s": {"p50": p50, "p100": p100},
                         "goodput_fraction": goodput},
