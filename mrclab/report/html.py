@@ -98,12 +98,16 @@ def _events_table(run: Run) -> str:
         return '<p class="missing">No fault fired during this run.</p>'
     rows = []
     for e in sorted(events, key=lambda e: e["t_s"]):
-        avoid = e.get("avoid_s")
-        rows.append([f"{e['t_s']:.3f}", escape(e["action"]), escape(e["target"]),
-                     escape(rate_text(e)),
-                     "" if "avoid_s" not in e else ("never used" if avoid is None else f"{avoid * 1e3:.1f} ms"),
-                     escape(event_text(e))])
-    return _table(["t (s)", "action", "target", "rate", "avoid_s", "as plotted"], rows)
+        rows.append([f"{e['t_s']:.3f}", escape(e["action"]), escape(e["target"]), escape(rate_text(e)),
+                     _ms(e, "avoid_s", "never used"), _ms(e, "revive_s", "nothing to revive"), escape(event_text(e))])
+    return _table(["t (s)", "action", "target", "rate", "avoid_s", "revive_s", "as plotted"], rows)
+
+
+def _ms(event: dict, key: str, none: str) -> str:
+    """A measured delay of an event: blank where it does not apply, `none` where nothing was measured."""
+    if key not in event:
+        return ""
+    return none if event[key] is None else f"{event[key] * 1e3:.1f} ms"
 
 
 def settings_rows(data, prefix: str = "") -> list[tuple[str, str]]:

@@ -53,10 +53,11 @@ def rate_text(event: dict) -> str:
 
 
 def event_text(event: dict) -> str:
-    """`link_down p0l1-p0s2`, with the rate of a loss/rate event and the measured avoid_s."""
+    """`link_down p0l1-p0s2`, with the rate of a loss/rate event and the measured avoid_s or revive_s."""
     text = " ".join(filter(None, (event["action"], event["target"], rate_text(event))))
-    if event.get("avoid_s") is not None:
-        text += f" (avoid {event['avoid_s'] * 1e3:.1f} ms)"
+    for key, word in (("avoid_s", "avoid"), ("revive_s", "revive")):
+        if event.get(key) is not None:
+            text += f" ({word} {event[key] * 1e3:.1f} ms)"
     return text
 
 
