@@ -77,6 +77,12 @@ class Outcome:
     sample_times: dict = field(default_factory=dict)  # round -> t_s
     aborted: str | None = None
 
+    def status(self, key) -> str:
+        """"completed" (delivered, verified and acknowledged), "failed", or "unfinished" (still out)."""
+        if key in self.failed:
+            return "failed"
+        return "completed" if key in self.delivered and key in self.completed else "unfinished"
+
 
 SAMPLE_INTERVAL_S = 0.25
 
@@ -122,7 +128,7 @@ class Execution:
             o.posted[key] = t.size
             o.posted_at[key] = start
             self.agents.post(t.src, conn=key[0], peer=dst, msg=step, size=t.size)
-        while not all(self._settled(k) for k in keys):
+        while any(o.status(k) == "unfinished" for k in keys):
             now = time.monotonic()
             if now >= deadline:
                 o.aborted = f"duration_limit of {self.s.duration_limit_s:g}s reached in step {step}"
@@ -145,10 +151,6 @@ class Execution:
             round_no = len(o.sample_times)
             o.sample_times[round_no] = round(now, 6)
             self.agents.sample(round_no)
-
-    def _settled(self, key) -> bool:
-        o = self.outcome
-        return key in o.failed or (key in o.completed and key in o.delivered)
 
     def _drain_events(self) -> None:
         o, p = self.outcome, self.progress
@@ -291,9 +293,8 @@ def _message_rows(o: Outcome) -> list[list]:
     for key, size in o.posted.items():
         conn, msg = key
         delivered = o.delivered.get(key)
-        status = "failed" if key in o.failed else ("completed" if delivered and key in o.completed else "unfinished")
         rows.append([msg, f"h{conn >> 16}", f"h{conn & 0xFFFF}", size, round(o.posted_at[key] - o.t0, 6),
-                     round(delivered[0] - o.t0, 6) if delivered else "", status])
+                     round(delivered[0] - o.t0, 6) if delivered else "", o.status(key)])
     return rows
 
 

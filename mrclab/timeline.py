@@ -23,7 +23,7 @@ class Action:
     rate: float | None = field(default=None, compare=False)
 
 
-def _expand(index: int, event: Event, start: float) -> list[tuple[float, str, float | None]]:
+def _expand(event: Event, start: float) -> list[tuple[float, str, float | None]]:
     if event.action != "flap":
         return [(start, event.action, event.rate)]
     out, t, down = [], start, True
@@ -41,7 +41,7 @@ def timed_actions(events: tuple[Event, ...]) -> list[Action]:
     for index, event in enumerate(events):
         if event.at_s is not None:
             actions.extend(Action(t, len(actions), a, event.target, index, rate)
-                           for t, a, rate in _expand(index, event, event.at_s))
+                           for t, a, rate in _expand(event, event.at_s))
     return sorted(actions)
 
 
@@ -54,7 +54,7 @@ def step_actions(events: tuple[Event, ...], step: int, now_s: float) -> list[Act
                 span = event.until_s - (event.at_s or 0.0)
                 shifted = Event("flap", event.target, now_s, None, None, event.period_s, now_s + span)
                 actions.extend(Action(t, index * 1000 + i, a, event.target, index, rate)
-                               for i, (t, a, rate) in enumerate(_expand(index, shifted, now_s)))
+                               for i, (t, a, rate) in enumerate(_expand(shifted, now_s)))
             else:
                 actions.append(Action(now_s, index * 1000, event.action, event.target, index, event.rate))
     return sorted(actions)

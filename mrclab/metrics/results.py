@@ -27,8 +27,7 @@ def summary(outcome, agent_stats: dict[str, dict]) -> dict:
     delivered = sum(b for _, b, _ in outcome.delivered.values())
     verified = sum(b for _, b, ok in outcome.delivered.values() if ok)
     ideal = sum(outcome.ideal_s[:len(outcome.steps)])
-    unfinished = [k for k in outcome.posted if k not in outcome.failed
-                  and not (k in outcome.delivered and k in outcome.completed)]
+    completed = sum(1 for k in outcome.posted if outcome.status(k) == "completed")
     counters = [s.get("counters", {}) for s in agent_stats.values()]
     rtts = sorted(s["base_rtt_s"] for s in agent_stats.values() if s.get("base_rtt_s"))
     return {
@@ -40,9 +39,8 @@ def summary(outcome, agent_stats: dict[str, dict]) -> dict:
         "ideal_time_s": round(ideal, 6),
         "workload_time_s": round(wall, 6),
         "base_rtt_s": rtts[len(rtts) // 2] if rtts else None,
-        "messages": {"sent": len(outcome.posted), "completed": sum(1 for k in outcome.posted if k in outcome.completed
-                                                                    and k in outcome.delivered and k not in outcome.failed),
-                     "failed": len(outcome.failed) + len(unfinished)},
+        "messages": {"sent": len(outcome.posted), "completed": completed,
+                     "failed": len(outcome.posted) - completed},  # an unfinished message failed too
         "bytes": {"sent": sum(outcome.posted.values()), "delivered": delivered, "verified": verified},
         "packets": {k: sum(c.get(k, 0) for c in counters) for k in PACKET_KEYS},
         "paths": {k: sum(c.get(k, 0) for c in counters) for k in PATH_KEYS},

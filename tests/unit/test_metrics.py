@@ -98,3 +98,17 @@ def test_cpu_sampler_sees_a_busy_thread():
 def test_fidelity_flags_packets_the_emulator_dropped():
     v = fidelity.verdict(30.0, "agent h0/1", 20.0, emulator_drops=12)
     assert not v["ok"] and v["emulator_drops"] == 12 and "dropped 12 packets" in v["notes"][0]
+
+
+def test_a_message_still_out_when_the_run_stops_counts_as_failed():
+    from mrclab.metrics import results as results_mod
+    from mrclab.runner import Outcome
+    o = Outcome(t0=0.0, t_end=1.0, steps=[{"index": 0, "start_s": 0.0, "duration_s": 0.5}], ideal_s=[0.25])
+    o.posted = {(1, 0): 100, (2, 0): 100, (3, 0): 100}
+    o.delivered = {(1, 0): (0.5, 100, True), (3, 0): (0.6, 100, True)}
+    o.completed = {(1, 0)}          # (3, 0) delivered but never acknowledged: still out
+    o.failed = {(2, 0): "retries_exhausted"}
+    assert [o.status(k) for k in sorted(o.posted)] == ["completed", "failed", "unfinished"]
+    s = results_mod.summary(o, {})
+    assert s["messages"] == {"sent": 3, "completed": 1, "failed": 2}
+    assert s["bytes"] == {"sent": 300, "delivered": 200, "verified": 200}
