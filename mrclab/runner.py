@@ -181,8 +181,7 @@ class Execution:
             if opened is not None and timeline.CLEARS.get(opened["action"]) == action.action:
                 self._snapshot(opened)
                 del self.open_faults[action.target]
-            t = time.monotonic()
-            self.fabric.apply(action.action, action.target, rate=action.rate)
+            t = self.fabric.apply(action.action, action.target, rate=action.rate)
             record = {"t_s": round(t - o.t0, 6), "action": action.action, "target": action.target,
                       "event_index": action.event_index}
             if action.rate is not None:

@@ -10,6 +10,7 @@ egress program of both directions of a link.
 from __future__ import annotations
 
 import subprocess
+import time
 from typing import Any
 
 from ..spec.topology import Link, Topology
@@ -53,8 +54,9 @@ class Faults:
             elif ifname in self._down_at:
                 self._dead_drops[ifname] = self._dead_drops.get(ifname, 0) + count - self._down_at.pop(ifname)
 
-    def _set_state(self, ends: list[tuple[str, str]], state: str) -> None:
+    def _set_state(self, ends: list[tuple[str, str]], state: str) -> float:
         self._account(ends, state)
+        t = time.monotonic()  # after the counter read, which takes tens of ms on a busy ovs-vswitchd
         root = [f"link set dev {ifname} {state}" for node, ifname in ends if node not in self.host_pids]
         if root:
             _ip_batch(root)
@@ -64,21 +66,22 @@ class Faults:
                 if state == "up":  # an admin-down NIC lost its route and gateway neighbour
                     lines += nic_lines(next(n for n in self.layout.hosts[node].nics if n.ifname == ifname))
                 _ip_batch(lines, self.host_pids[node])
+        return t
 
-    def link_down(self, link: str) -> None:
-        self._set_state(self._ends(self._link(link)), "down")
+    def link_down(self, link: str) -> float:
+        return self._set_state(self._ends(self._link(link)), "down")
 
-    def link_up(self, link: str) -> None:
-        self._set_state(self._ends(self._link(link)), "up")
+    def link_up(self, link: str) -> float:
+        return self._set_state(self._ends(self._link(link)), "up")
 
     def _switch_ports(self, switch: str) -> list[tuple[str, str]]:
         return [(switch, port.ifname) for port in self.layout.switches[switch].ports.values()]
 
-    def switch_down(self, switch: str) -> None:
-        self._set_state(self._switch_ports(switch), "down")
+    def switch_down(self, switch: str) -> float:
+        return self._set_state(self._switch_ports(switch), "down")
 
-    def switch_up(self, switch: str) -> None:
-        self._set_state(self._switch_ports(switch), "up")
+    def switch_up(self, switch: str) -> float:
+        return self._set_state(self._switch_ports(switch), "up")
 
     def loss(self, link: str, p: float) -> None:
         for _, ifname in self._ends(self._link(link)):
@@ -97,11 +100,13 @@ class Faults:
         for _, ifname in self._ends(self._link(link)):
             self.egress.restore(ifname)
 
-    def apply(self, action: str, target: str, rate: float | None = None) -> None:
-        """A scenario event by its SPEC action name; `rate` is the loss probability or the link rate."""
+    def apply(self, action: str, target: str, rate: float | None = None) -> float:
+        """A scenario event by its SPEC action name; `rate` is the loss probability or the link rate.
+        Returns the monotonic time the fabric changed, which `avoid_s` and `revive_s` count from."""
         if action in ("link_down", "link_up", "switch_down", "switch_up"):
-            getattr(self, action)(target)
-        elif action == "loss":
+            return getattr(self, action)(target)
+        t = time.monotonic()
+        if action == "loss":
             self.loss(target, rate or 0.0)
         elif action == "rate":
             self.rate(target, int(rate))
@@ -111,6 +116,7 @@ class Faults:
             self.restore(target)
         else:
             raise ValueError(f"unknown fabric action {action!r}")
+        return t
 
     def link_counters(self) -> list[dict[str, Any]]:
         """One row per link direction, as results.json `links` wants it: what left `from` towards `to`.

@@ -202,9 +202,9 @@ class Fabric:
         """The Mininet host: `.pid` names its network namespace, `.popen(argv)` runs a process in it."""
         return self.hosts[name]
 
-    def apply(self, action: str, target: str, rate: float | None = None) -> None:
-        """One scenario event (SPEC action names) on a link or switch."""
-        self.faults.apply(action, target, rate)
+    def apply(self, action: str, target: str, rate: float | None = None) -> float:
+        """One scenario event (SPEC action names) on a link or switch; the monotonic time it took effect."""
+        return self.faults.apply(action, target, rate)
 
     def link_counters(self) -> list[dict]:
         return self.faults.link_counters()

@@ -66,7 +66,7 @@ class Path:
     """One path (every EV steering the same way) and its probing episode while it is bad."""
 
     __slots__ = ("key", "evs", "bad", "probe_seq", "probe_last", "probe_ok", "next_probe", "probe_gap",
-                 "probe_cursor", "cause", "rtt")
+                 "probe_cursor", "cause", "cause_delivered", "heard", "rtt")
 
     def __init__(self, key: Hashable) -> None:
         self.key = key
@@ -79,6 +79,8 @@ class Path:
         self.probe_gap = 0.0  # the current interval between probes (backs off while unanswered)
         self.probe_cursor = 0  # probes rotate over the path's EVs (they all steer the same way)
         self.cause: object = None  # the owner's record of the loss that condemned it
+        self.cause_delivered = False  # the owner learned that loss was none (the packet was late)
+        self.heard = -1  # the owner's latest transmission on this path that was delivered (its sequence)
         self.rtt = 0.0  # the owner's latest RTT samples on this path
 
     def probe_ev(self) -> Ev | None:
@@ -288,7 +290,7 @@ class EvSet:
             self._restore(path, now)
 
     def undo(self, path: Path, now: float) -> None:
-        """The loss that condemned ``path`` was no loss (the packet was late): restore it without probing."""
+        """The loss that condemned ``path`` was no loss and the path delivered since: restore it without probing."""
         if path.bad:
             self._counters.retirements_undone += 1
             self._restore(path, now)
@@ -318,6 +320,7 @@ class EvSet:
     def _end_episode(self, path: Path) -> None:
         path.bad = False
         path.cause = None
+        path.cause_delivered = False
         if path in self._probing:
             self._probing.remove(path)
 

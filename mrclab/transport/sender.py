@@ -19,8 +19,15 @@ With ``ev_path`` a loss condemns the whole path (:mod:`.ev`); what else is in fl
 it is left to RACK (declaring it lost at once doubled the retransmissions of every false
 alarm on the jittery lab fabric, for a gain of one reorder window). A packet declared
 lost that is SACKed after all was late, not lost (``Counters.spurious_losses``): the
-window learns from it, and if that packet alone condemned its path, the path comes
-back at once (``Counters.retirements_undone``) instead of after probing.
+window learns from it. If that packet alone condemned its path and a packet sent on the
+path after it was delivered too, the path comes back at once
+(``Counters.retirements_undone``) instead of after probing. Both are needed: a packet
+sent just before a link died can arrive late, and proves nothing about the link now.
+
+Which copy of a resent packet arrived is told by timestamps only: a SACK echoes the
+packet that triggered it, and the receiver SACKs a duplicate at once, so a late original
+shows up as the echo of either copy. Guessing from RTTs ("the resend was acknowledged too
+soon") is no proof: the lab's RTTs vary by tens of ms, and such guesses revived dead paths.
 
 A trim NACK is not a loss: the packet goes to the front of the retransmit queue and
 its EV skips a turn. Retransmissions go out before new data, on another EV.
@@ -38,6 +45,7 @@ from .wire import DATA_HEADER_LEN, ECN_ECHO, LAST, RETX, SACK_BITS, Nack, ProbeR
 
 _INFLIGHT, _LOST, _ACKED, _DONE = range(4)
 _U32 = 0xFFFFFFFF
+_AMBIGUOUS_MAX = 1024  # resent packets remembered until a duplicate tells whether their first copy arrived
 
 
 class _TxMessage:
@@ -101,6 +109,7 @@ class Sender:
         self._backoff = 1
         self._plane_rtt: dict[int, float] = {}  # plane -> its latest RTT samples (fast up, slow down)
         self._learned_reorder = 0.0  # reordering seen: how late a packet declared lost turned up, plus the window
+        self._ambiguous: dict[int, _TxPacket] = {}  # timestamp of either copy -> a resent packet declared lost
 
     # -- application side ------------------------------------------------------------------
 
@@ -135,6 +144,10 @@ class Sender:
             new |= s.bitmap << shift if shift >= 0 else s.bitmap >> -shift
         new &= ~self._acked & ((1 << span) - 1)
         ts_echo = s.ts_echo
+        if self._ambiguous:
+            dup = self._ambiguous.pop(ts_echo, None)
+            if dup is not None and dup.lost_at:
+                self._spurious(dup, now)  # a second copy arrived: the one declared lost had arrived too
         sample = now - (ts_echo + s.ack_delay) * 1e-9
         self.rtt.update(sample)
         e = self._evs.get(s.ev)
@@ -154,6 +167,11 @@ class Sender:
                 p = pkts.pop(una + low.bit_length() - 1, None)
                 if p is None:
                     continue
+                path = p.ev.path
+                if p.xseq > path.heard:
+                    path.heard = p.xseq
+                    if path.cause_delivered:
+                        self._maybe_undo(path, now)
                 if p.state == _INFLIGHT:
                     if p.ev.state == UNKNOWN:
                         self._evs.on_delivered(p.ev, now)
@@ -161,9 +179,13 @@ class Sender:
                     self.inflight -= size
                     acked_bytes += size
                     prev = p.prev
-                    if prev is not None and prev.lost_at and (p.ts != ts_echo and (prev.ts == ts_echo or now - p.sent_at
-                                                                                    < self.rtt.min_rtt)):
-                        self._spurious(prev, now)  # the copy declared lost arrived, not (yet) this one
+                    if prev is not None and prev.lost_at and p.ts != ts_echo:
+                        if prev.ts == ts_echo:
+                            self._spurious(prev, now)  # the copy declared lost arrived, not (yet) this one
+                        else:  # either copy may have arrived: a duplicate's SACK, echoing the other, will tell
+                            self._ambiguous[p.ts] = self._ambiguous[prev.ts] = prev
+                            if len(self._ambiguous) > _AMBIGUOUS_MAX:
+                                del self._ambiguous[next(iter(self._ambiguous))]
                     elif p.xseq > rack_xseq and (p.tries == 0 or p.ts == ts_echo):
                         rack_xseq = p.xseq
                 elif p.state == _LOST and p.lost_at:
@@ -375,13 +397,23 @@ class Sender:
 
     def _spurious(self, p: _TxPacket, now: float) -> None:
         """A transmission declared lost was delivered: it was late. Widen the reorder window to what it would
-        have needed, and if it alone condemned its path, bring the path back at once."""
+        have needed; its path delivered at that point (which may bring back the path it condemned)."""
         self._counters.spurious_losses += 1
         need = self.reorder_window() + (now - p.lost_at)
         if need > self._learned_reorder:
             self._learned_reorder = need
+        p.lost_at = 0.0  # counted once
         path = p.ev.path
+        if p.xseq > path.heard:
+            path.heard = p.xseq
         if path.bad and path.cause is p:
+            path.cause_delivered = True
+        if path.cause_delivered:
+            self._maybe_undo(path, now)
+
+    def _maybe_undo(self, path, now: float) -> None:
+        """The loss that condemned ``path`` was none: restore it if it delivered a packet sent after that one."""
+        if path.bad and path.heard > path.cause.xseq:
             self._evs.undo(path, now)
 
     def _fail(self, now: float) -> None:

@@ -267,14 +267,11 @@ def test_a_bad_path_gets_one_probe_per_interval_and_comes_back_whole():
     assert {a.ev_state(e) for e in same} == {EvState.GOOD} and a.counters.paths_restored == 1
 
 
-def test_a_late_packet_that_condemned_its_path_restores_it_when_it_arrives():
-    config = TransportConfig(sack_every=1, mss=100, cc_init_window=1 << 20, reorder_window=0.002,
-                             reorder_window_max=0.002)
-    a = Connection(1, list(range(64)), plane, config, path_of)
-    b = Connection(1, list(range(64)), plane, config, path_of)
-    a.send_message(1, bytes(400))
+def _condemn_by_a_late_packet(a, b, packets):
+    """Send ``packets`` packets; all but the first arrive at 1 ms, so RACK condemns the first one's path."""
+    a.send_message(1, bytes(100 * packets))
     (ev0, late), *rest = a.datagrams_to_send(0.0)
-    for _, d in rest:  # the others arrive at 1 ms and are SACKed
+    for _, d in rest:
         b.receive(d, None, 0.001)
     for _, s in b.datagrams_to_send(0.001):
         a.receive(s, None, 0.001)
@@ -284,5 +281,45 @@ def test_a_late_packet_that_condemned_its_path_restores_it_when_it_arrives():
     b.receive(late, None, t)  # ... which was only late
     for _, s in b.datagrams_to_send(t):
         a.receive(s, None, t)
-    assert a.counters.spurious_losses == 1 and a.counters.retirements_undone == 1
-    assert a.ev_state(ev0) == EvState.GOOD and a.bad_paths() == []
+    assert a.counters.spurious_losses == 1
+    return ev0
+
+
+@pytest.mark.parametrize("packets, revived", [(20, True), (4, False)])
+def test_a_late_packet_that_condemned_its_path_restores_it_only_if_the_path_delivered_since(packets, revived):
+    """With 20 packets over 16 paths, packet 16 took packet 0's path after it and arrived: the path
+    works, the loss was a false alarm, and the path comes back at once. With 4 packets nothing left
+    on that path after the late one, which may have slipped through just before the path died:
+    the path stays retired until probes bring it back."""
+    config = TransportConfig(sack_every=1, mss=100, cc_init_window=1 << 20, reorder_window=0.002,
+                             reorder_window_max=0.002)
+    a = Connection(1, list(range(64)), plane, config, path_of)
+    b = Connection(1, list(range(64)), plane, config, path_of)
+    ev0 = _condemn_by_a_late_packet(a, b, packets)
+    assert a.counters.retirements_undone == int(revived)
+    assert (a.ev_state(ev0) == EvState.GOOD) is revived and (a.bad_paths() == []) is revived
+
+
+def test_a_resend_arriving_as_a_duplicate_tells_that_the_first_copy_was_delivered():
+    """The original is late, declared lost and resent. A SACK then covers its PSN but echoes some
+    other packet: either copy may have arrived. The resend's duplicate SACK, echoing it, settles it:
+    the original had arrived, the loss was none."""
+    a, b = pair(mss=100, reorder_window=0.002, reorder_window_max=0.002)
+    a.send_message(1, bytes(300))
+    (_, late), *rest = a.datagrams_to_send(1.0)
+    for _, d in rest:
+        b.receive(d, None, 1.001)
+    for _, s in b.datagrams_to_send(1.001):
+        a.receive(s, None, 1.001)
+    a.on_timer(a.next_timer())
+    t = a.next_timer()
+    (resend,) = [wire.decode(d) for _, d in a.datagrams_to_send(t) if wire.decode(d).__class__ is wire.Data]
+    assert a.counters.lost == 1 and resend.psn == wire.decode(late).psn
+
+    def sack(ts_echo):
+        return wire.encode_sack(0, 1, 3, 3, 0, 0, resend.ev, 0, ts_echo, 0)
+
+    a.receive(sack(ts_echo=12345), None, t + 0.001)  # all acknowledged, by a SACK about another packet
+    assert a.counters.spurious_losses == 0
+    a.receive(sack(ts_echo=resend.ts), None, t + 0.002)  # the resend arrived second
+    assert a.counters.spurious_losses == 1
