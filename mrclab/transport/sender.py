@@ -2,8 +2,9 @@
 
 Every DATA packet gets a PSN once and keeps it through retransmissions (flagged RETX),
 so the receiver's cumulative PSN stays meaningful; each *transmission* gets a fresh
-record and a transmit sequence number, so loss detection is never confused by an old
-copy. A packet is declared lost, and its EV retired (loss means failure), when
+record, a transmit sequence number and a timestamp of its own (nanoseconds, bumped by
+one within a burst), so loss detection is never confused by an old copy and a SACK's
+echo names exactly one transmission. A packet is declared lost, and its EV retired (loss means failure), when
 
 * RACK: a packet transmitted after it was SACKed and it is still unacknowledged its
   expected RTT plus the reorder window after its own transmission. The expected RTT is
@@ -109,6 +110,7 @@ class Sender:
         self._backoff = 1
         self._plane_rtt: dict[int, float] = {}  # plane -> its latest RTT samples (fast up, slow down)
         self._learned_reorder = 0.0  # reordering seen: how late a packet declared lost turned up, plus the window
+        self._last_ts = -1  # timestamp of the latest transmission, in ns
         self._ambiguous: dict[int, _TxPacket] = {}  # timestamp of either copy -> a resent packet declared lost
 
     # -- application side ------------------------------------------------------------------
@@ -315,6 +317,9 @@ class Sender:
             else:
                 return
             msg = p.msg
+            if ts <= self._last_ts:  # one timestamp per transmission: an echo names exactly one
+                ts = self._last_ts + 1
+            self._last_ts = ts
             buf = bytearray(DATA_HEADER_LEN + p.length)
             encode_data_into(buf, p.flags, conn_id, p.psn, msg.msg_id, msg.length, p.offset, e.ev, ts, msg.digest,
                              msg.data[p.offset:p.offset + p.length])
