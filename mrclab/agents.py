@@ -50,7 +50,7 @@ def effective_options(scenario: Scenario) -> dict:
     if scenario.transport == "tcp":
         return dict(scenario.transport_options)
     topo = scenario.topology
-    return {**TransportConfig.link_defaults(topo.host_rate_bps, topo.mtu), **scenario.transport_options}
+    return {**TransportConfig.link_defaults(topo.host_rate_bps, topo.mtu, topo.planes), **scenario.transport_options}
 
 
 class Agents:

@@ -11,6 +11,9 @@ from typing import Any, Mapping
 
 from .wire import DATA_HEADER_LEN, MAX_PAYLOAD
 
+UDP_HEADERS = 40 + 8  # IPv6 + UDP
+ETHERNET_HEADER = 14
+
 
 @dataclass(frozen=True)
 class TransportConfig:
@@ -76,6 +79,15 @@ class TransportConfig:
     """Largest delay-driven decrease (fraction of the window), at most once per RTT."""
     cc_trim_md: float = 0.3
     """Decrease on a trim NACK or ECN echo, at most once per RTT."""
+    pace_rate: float = 0.0
+    """Bytes of UDP payload per second the sender hands to its NICs at most, all planes together (0: no
+    pacing). A real NIC puts a packet on the wire at line rate; a sender that hands it a whole window at
+    once dates every packet by the handing, so the tail of the burst, queued on the host, looks late to
+    RTT sampling, to RACK and to the retransmission timeout. The runner sets it to the host's line rate."""
+    pace_depth: int = 0
+    """Bytes the pacer may send back to back after a pause (its bucket); at least one packet when pacing.
+    The runner sets two packets per plane: enough to refill each NIC's queue after the agent slept, little
+    enough that the host queue stays a couple of packets deep."""
     single_path: bool = False
     """RoCE-RC-like baseline: one EV per connection, never retired, never probed."""
     max_message: int = 1 << 30
@@ -107,6 +119,9 @@ class TransportConfig:
             ("cc_md", 0 < self.cc_md < 1, "between 0 and 1"),
             ("cc_trim_md", 0 <= self.cc_trim_md < 1, "between 0 and 1"),
             ("max_message", self.max_message >= 0, ">= 0"),
+            ("pace_rate", self.pace_rate >= 0, ">= 0"),
+            ("pace_depth", self.pace_rate == 0 or self.pace_depth >= self.packet_size,
+             f">= one packet (mss + {DATA_HEADER_LEN}) when pace_rate is set"),
         )
         for name, ok, allowed in checks:
             if not ok:
@@ -118,13 +133,21 @@ class TransportConfig:
         return DATA_HEADER_LEN + self.mss
 
     @staticmethod
-    def link_defaults(link_rate_bps: int, mtu: int) -> dict[str, float]:
-        """Defaults that depend on the link the transport runs over (the runner knows it; the state
-        machine does not). ``cc_target_delay``: six full packets' serialization at the host link, at
-        least 4 ms. Below that, a sender's own NIC queue (a few packets, its socket buffer) already
-        reads as congestion and the window starves: measured on the default lab at 25 Mbit, 4 ms
-        reached 37% of line rate, 10 ms 41%, 17 ms (this rule) 47%; 50 ms overshot into trims."""
-        return {"cc_target_delay": max(TransportConfig.cc_target_delay, 6 * mtu * 8 / link_rate_bps)}
+    def link_defaults(link_rate_bps: int, mtu: int, planes: int) -> dict[str, float | int]:
+        """Defaults that depend on the host links the transport runs over (the runner knows them; the
+        state machine does not).
+
+        ``cc_target_delay``: six full packets' serialization at the host link, at least 4 ms. Below
+        that, a sender's own NIC queue (a few packets, its socket buffer) already reads as congestion
+        and the window starves: measured on the default lab at 25 Mbit, 4 ms reached 37% of line rate,
+        10 ms 41%, 17 ms (this rule) 47%; 50 ms overshot into trims.
+
+        ``pace_rate``: the host's line rate over all planes, in UDP payload bytes (a frame adds
+        Ethernet, IPv6 and UDP headers to the payload); ``pace_depth``: two full packets per plane."""
+        payload = mtu - UDP_HEADERS
+        return {"cc_target_delay": max(TransportConfig.cc_target_delay, 6 * mtu * 8 / link_rate_bps),
+                "pace_rate": planes * link_rate_bps / 8 * payload / (mtu + ETHERNET_HEADER),
+                "pace_depth": planes * 2 * payload}
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | None) -> TransportConfig:

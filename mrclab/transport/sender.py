@@ -110,6 +110,9 @@ class Sender:
         self._backoff = 1
         self._plane_rtt: dict[int, float] = {}  # plane -> its latest RTT samples (fast up, slow down)
         self._learned_reorder = 0.0  # reordering seen: how late a packet declared lost turned up, plus the window
+        self._tokens = float(config.pace_depth)  # the pacer's bucket, bytes
+        self._tokens_at: float | None = None  # when it was last filled
+        self._pace_at: float | None = None  # when it will hold a packet again, while data waits for it
         self._last_ts = -1  # timestamp of the latest transmission, in ns
         self._ambiguous: dict[int, _TxPacket] = {}  # timestamp of either copy -> a resent packet declared lost
 
@@ -263,7 +266,7 @@ class Sender:
         order = self._order
         while order and order[0].state != _INFLIGHT:
             order.popleft()
-        times = [t for t in (self._rack_at, self._evs.next_probe_at()) if t is not None]
+        times = [t for t in (self._rack_at, self._evs.next_probe_at(), self._pace_at) if t is not None]
         if order:
             times.append(order[0].sent_at + self._rto())
         return min(times, default=None)
@@ -281,7 +284,18 @@ class Sender:
         window = self.cc.cwnd if self._cfg.cc else self._cfg.cc_max_window
         mss = self._cfg.mss
         evs = self._evs
+        pace = self._cfg.pace_rate
+        if pace:
+            if self._tokens_at is not None:
+                self._tokens = min(self._cfg.pace_depth, self._tokens + (now - self._tokens_at) * pace)
+            self._tokens_at = now
+            self._pace_at = None
+            full = DATA_HEADER_LEN + mss
         while self.inflight < window:
+            if pace and self._tokens < full - 0.5:  # half a byte short is enough: the wake-up time rounds
+                if self._retx or self._queue:
+                    self._pace_at = now + (full - self._tokens) / pace
+                return
             if self._retx:
                 old = self._retx.popleft()
                 if old.state != _LOST:
@@ -331,6 +345,7 @@ class Sender:
             self._pkts[p.psn] = p
             self._order.append(p)
             self.inflight += len(buf)
+            self._tokens -= len(buf)
             e.last_send = now
             counters.data_sent += 1
             counters.bytes_sent += p.length

@@ -52,7 +52,20 @@ def test_reorder_window_max_may_not_undercut_the_window():
 
 
 def test_link_defaults_scale_the_delay_target_with_packet_serialisation():
-    assert TransportConfig.link_defaults(100_000_000, 9000)["cc_target_delay"] == pytest.approx(0.00432)
-    assert TransportConfig.link_defaults(25_000_000, 9000)["cc_target_delay"] == pytest.approx(0.01728)
+    assert TransportConfig.link_defaults(100_000_000, 9000, 4)["cc_target_delay"] == pytest.approx(0.00432)
+    assert TransportConfig.link_defaults(25_000_000, 9000, 4)["cc_target_delay"] == pytest.approx(0.01728)
     # never below the fabric's idle delay noise
-    assert TransportConfig.link_defaults(10_000_000_000, 1500)["cc_target_delay"] == TransportConfig.cc_target_delay
+    assert TransportConfig.link_defaults(10_000_000_000, 1500, 4)["cc_target_delay"] == TransportConfig.cc_target_delay
+
+
+def test_link_defaults_pace_at_the_hosts_line_rate_in_payload_bytes():
+    d = TransportConfig.link_defaults(25_000_000, 9000, 4)
+    # a 9014-byte frame carries 8952 bytes of UDP payload; four 25 Mbit NICs
+    assert d["pace_rate"] == pytest.approx(4 * 25e6 / 8 * 8952 / 9014)
+    assert d["pace_depth"] == 4 * 2 * 8952
+    TransportConfig.from_options(d)  # valid as it stands
+
+
+def test_pacing_needs_a_bucket_of_at_least_one_packet():
+    with pytest.raises(ValueError, match="pace_depth"):
+        TransportConfig(pace_rate=1e6, pace_depth=100)

@@ -331,3 +331,17 @@ def test_every_transmission_carries_its_own_timestamp_even_within_one_burst():
     stamps = [wire.decode(d).ts for _, d in a.datagrams_to_send(2.0)]
     assert len(stamps) == 10 and len(set(stamps)) == 10 and stamps == sorted(stamps)
     assert stamps[-1] - stamps[0] < 1000  # within a microsecond of the clock: RTT samples unchanged
+
+
+def test_the_pacer_sends_a_bucket_at_once_then_at_its_rate_and_wakes_itself_up():
+    """1000-byte payloads (1048 on the wire), 104800 B/s: one packet per 10 ms after a bucket of two."""
+    a, _ = pair(mss=1000, cc_init_window=1 << 20, pace_rate=104_800.0, pace_depth=2 * 1048)
+    a.send_message(1, bytes(10_000))
+    sent, t = [], 5.0
+    while len(sent) < 10:
+        sent += [t] * len(a.datagrams_to_send(t))
+        t = a.next_timer()
+        a.on_timer(t)
+    assert sent[:2] == [5.0, 5.0]
+    gaps = [round(b - a_, 6) for a_, b in zip(sent[1:], sent[2:])]
+    assert gaps == [0.01] * 8
