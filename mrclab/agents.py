@@ -97,6 +97,19 @@ class Agents:
         link = self.links[host]
         link.unawaited[link.send("post", conn=conn, peer=peer, msg=msg, size=size)] = (conn, msg)
 
+    def warm(self, pairs: list[tuple[str, int, int]], timeout: float = 3.0) -> bool:
+        """Every path of every (host, conn, peer) carries a probe and its answer before the clock starts
+        (see ``Connection.warm``); False when some answers were still missing at the timeout."""
+        expected = sum(self.call(host, "warm", conn=conn, peer=peer)["probes"] for host, conn, peer in pairs)
+        deadline = time.monotonic() + timeout
+        while True:
+            replies = sum(r["counters"].get("warm_replies", 0) for r in self.call_all("stats").values())
+            if replies >= expected:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            self.poll(0.02)
+
     def sample(self, round_no: int) -> None:
         """Ask every agent for its stats without waiting; replies land in `samples[round_no]`."""
         self.samples[round_no] = {}

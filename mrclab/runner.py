@@ -46,6 +46,14 @@ def conn_id(src: int, dst: int) -> int:
     return (src << 16) | dst
 
 
+def warm_pairs(scenario: Scenario) -> list[tuple[str, int, int]]:
+    """(host, connection, peer) of every transfer the workload will make, once each."""
+    topo, workload = scenario.topology, scenario.workload
+    pairs = {(t.src, t.dst) for step in range(workload.steps) for t in step_transfers(workload, step, scenario.seed)}
+    return [(src, conn_id(topo.host_index(src), topo.host_index(dst)), topo.host_index(dst))
+            for src, dst in sorted(pairs)]
+
+
 @dataclass
 class Progress:
     """What the live view shows; the runner updates it, `view` renders it."""
@@ -260,6 +268,8 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
                                               convergence_delay=scenario.convergence_delay_s) as fabric:
             try:
                 agents.start(scenario, {h: fabric.host(h) for h in scenario.workload.hosts}, state, out_dir)
+                if not agents.warm(warm_pairs(scenario)):
+                    log.warning("warm-up: some paths did not answer their probe before the clock started")
                 execution = Execution(scenario, fabric, agents)
                 sampler = CpuSampler({**agents.pids(), **fabric.packet_pids()})
                 sampler.start()

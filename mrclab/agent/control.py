@@ -4,6 +4,7 @@ Requests (runner -> agent) carry an ``id`` echoed in the answer::
 
     {"id": 1, "op": "ping"}                                   -> {"id": 1, "ok": true, "host": N, "pid": P}
     {"id": 2, "op": "post", "conn": C, "peer": D, "msg": M, "size": B}
+    {"id": 5, "op": "warm", "conn": C, "peer": D}   -> {"id": 5, "ok": true, "probes": N}  (one down every path)
     {"id": 3, "op": "stats"}                                  -> {"id": 3, "ok": true, "counters": {...}, ...}
     {"id": 4, "op": "quit"}
 
@@ -24,7 +25,7 @@ import os
 import socket
 from typing import Any, NamedTuple
 
-FIELDS = {"ping": (), "post": ("conn", "peer", "msg", "size"), "stats": (), "quit": ()}
+FIELDS = {"ping": (), "post": ("conn", "peer", "msg", "size"), "warm": ("conn", "peer"), "stats": (), "quit": ()}
 """Each operation and the non-negative integer fields it takes."""
 
 MAX_LINE = 1 << 16

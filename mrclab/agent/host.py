@@ -67,6 +67,8 @@ class Agent:
             elif request.op == "post":
                 args = request.args
                 self.datapath.post(args["conn"], args["peer"], args["msg"], args["size"])
+            elif request.op == "warm":
+                reply["probes"] = self.datapath.warm(request.args["conn"], request.args["peer"])
             elif request.op == "stats":
                 reply.update(self._stats())
             elif request.op == "quit":

@@ -146,6 +146,7 @@ class MrcDatapath:
         self._blocked = 0  # backlogs holding datagrams
         self._starved: list[_Link] = []  # links not flushed while a backlog was blocked
         self._retry_at: float | None = None
+        self._busy: set[_Link] = set()  # links with messages in flight: they share the host's pacing rate
         self._reactor: Reactor | None = None
         self.counters = dict(messages_sent=0, bytes_sent=0, bytes_verified=0, verify_failures=0,
                              send_retries=0, socket_errors=0, strangers=0)
@@ -159,16 +160,25 @@ class MrcDatapath:
 
     def post(self, conn_id: int, peer: int, msg: int, size: int) -> None:
         """Start sending message ``msg`` of ``size`` bytes to ``peer`` on connection ``conn_id``."""
-        if not 0 <= peer < self._plan.hosts or peer == self._host:
-            raise ValueError(f"peer {peer} is not another host (0..{self._plan.hosts - 1}, not {self._host})")
+        self._check_peer(peer)
         if size > self._config.max_message:
             raise ValueError(f"message of {size} bytes exceeds max_message {self._config.max_message}")
         link = self._link(peer, conn_id)
         link.conn.send_message(msg, self._payloads.message(self._host, peer, msg, size))
         link.sending = True
+        if link not in self._busy:
+            self._busy.add(link)
+            self._share_pacing()
         self.counters["messages_sent"] += 1
         self.counters["bytes_sent"] += size
         self._mark(link)
+
+    def warm(self, conn_id: int, peer: int) -> int:
+        """One probe down every path to ``peer`` (see ``Connection.warm``); how many."""
+        self._check_peer(peer)
+        link = self._link(peer, conn_id)
+        self._mark(link)
+        return link.conn.warm()
 
     # -- network side --------------------------------------------------------------------------------
 
@@ -340,6 +350,16 @@ class MrcDatapath:
             elif kind is MessageFailed:
                 self._emit({"event": "failed", "conn": conn_id, "peer": peer, "msg": event.msg_id,
                             "reason": event.reason, "t": time.monotonic()})
+        if link in self._busy and not link.conn.busy:
+            self._busy.discard(link)
+            self._share_pacing()
+
+    def _share_pacing(self) -> None:
+        """The pacing rate is the host's line rate: connections sending at once split it evenly, as a
+        NIC's scheduler would, so that together they never outrun the NICs into the host backlog."""
+        share = 1.0 / max(1, len(self._busy))
+        for link in self._busy:
+            link.conn.set_pace_share(share)
 
     def _delivered(self, conn_id: int, peer: int, msg: int, data: bytearray) -> None:
         verified = self._payloads.matches(peer, self._host, msg, data)
@@ -381,6 +401,8 @@ class MrcDatapath:
             "timeouts": totals.get("timeouts", 0),
             "nacks": totals.get("nacks", 0),
             "probes": totals.get("probes", 0),
+            "warm_probes": totals.get("warm_probes", 0),
+            "warm_replies": totals.get("warm_replies", 0),
             "bytes_sent": own["bytes_sent"],
             "bytes_delivered": totals.get("bytes_delivered", 0),
             "bytes_verified": own["bytes_verified"],
@@ -449,6 +471,10 @@ class MrcDatapath:
             peer = -1
         self._sources[address] = peer
         return peer
+
+    def _check_peer(self, peer: int) -> None:
+        if not 0 <= peer < self._plan.hosts or peer == self._host:
+            raise ValueError(f"peer {peer} is not another host (0..{self._plan.hosts - 1}, not {self._host})")
 
     def _mark(self, link: _Link) -> None:
         if not link.queued:

@@ -55,8 +55,12 @@ class Faults:
                 self._dead_drops[ifname] = self._dead_drops.get(ifname, 0) + count - self._down_at.pop(ifname)
 
     def _set_state(self, ends: list[tuple[str, str]], state: str) -> float:
-        self._account(ends, state)
-        t = time.monotonic()  # after the counter read, which takes tens of ms on a busy ovs-vswitchd
+        """The cable's drop counters are read while it is up (before it goes down, after it comes back),
+        so that every send into the dead cable is the fault's; the read takes tens of ms on a busy
+        ovs-vswitchd, so the time returned is taken next to the `ip` command itself."""
+        if state == "down":
+            self._account(ends, state)
+        t = time.monotonic()
         root = [f"link set dev {ifname} {state}" for node, ifname in ends if node not in self.host_pids]
         if root:
             _ip_batch(root)
@@ -66,6 +70,8 @@ class Faults:
                 if state == "up":  # an admin-down NIC lost its route and gateway neighbour
                     lines += nic_lines(next(n for n in self.layout.hosts[node].nics if n.ifname == ifname))
                 _ip_batch(lines, self.host_pids[node])
+        if state == "up":
+            self._account(ends, state)
         return t
 
     def link_down(self, link: str) -> float:

@@ -98,6 +98,20 @@ class Connection:
 
     # -- paths ---------------------------------------------------------------------------------------
 
+    def warm(self) -> int:
+        """Send one probe down every path with the next datagrams (returns how many);
+        ``counters.warm_replies`` counts the answers.
+
+        The first packet of every flow through a userspace ovs-vswitchd takes its slow path (an upcall
+        to install a datapath flow; about 1500 in the default lab), which made a run's first step take
+        twice as long as the others. A real fabric forwards its first packet like its last, so the
+        runner warms every path its workload will use before the clock starts."""
+        return self._tx.warm()
+
+    def set_pace_share(self, share: float) -> None:
+        """Pace at this fraction of ``pace_rate`` (the owner splits its NICs among connections)."""
+        self._tx.set_pace_share(share)
+
     def deny_ev(self, ev: int, now: float) -> None:
         """Stop using an EV (administrative), replacing it from the same plane's spares if any."""
         self._evs.deny(ev, now)

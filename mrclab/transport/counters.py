@@ -11,6 +11,8 @@ _FIELDS = (
     "timeouts",  # retransmission timer expiries
     "probes",  # PROBEs sent
     "probe_replies",  # PROBE_REPLYs received
+    "warm_probes",  # warm-up probes sent (one per path, Connection.warm), not counted in probes
+    "warm_replies",  # ... and their replies
     "skips",  # EV turns skipped on trim NACK or ECN echo
     "ev_retired",  # EVs marked ASSUMED_BAD
     "ev_restored",  # EVs brought back by probes

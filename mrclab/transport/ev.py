@@ -260,6 +260,10 @@ class EvSet:
     def bad_paths(self) -> list[Hashable]:
         return [p.key for p in self._probing]
 
+    def one_ev_per_path(self) -> list[Ev]:
+        """An EV on each path (not denied), for a probe down every path."""
+        return [e for e in (path.probe_ev() for path in self._paths.values()) if e is not None]
+
     def next_probe_at(self) -> float | None:
         return min((p.next_probe for p in self._probing), default=None)
 

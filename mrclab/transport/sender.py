@@ -41,8 +41,8 @@ from .cc import RttEstimator, WindowCC
 from .config import TransportConfig
 from .ev import UNKNOWN, Ev, EvSet
 from .events import MessageCompleted, MessageFailed
-from .wire import DATA_HEADER_LEN, ECN_ECHO, LAST, RETX, SACK_BITS, Nack, ProbeReply, Sack, encode_data_into, \
-    encode_probe, message_digest, unwrap
+from .wire import DATA_HEADER_LEN, ECN_ECHO, LAST, RETX, SACK_BITS, WARM_SEQ, Nack, ProbeReply, Sack, \
+    encode_data_into, encode_probe, message_digest, unwrap
 
 _INFLIGHT, _LOST, _ACKED, _DONE = range(4)
 _U32 = 0xFFFFFFFF
@@ -110,9 +110,12 @@ class Sender:
         self._backoff = 1
         self._plane_rtt: dict[int, float] = {}  # plane -> its latest RTT samples (fast up, slow down)
         self._learned_reorder = 0.0  # reordering seen: how late a packet declared lost turned up, plus the window
+        self._pace_rate = config.pace_rate  # bytes/s, this connection's share of the host's
+        self._pace_depth = float(config.pace_depth)
         self._tokens = float(config.pace_depth)  # the pacer's bucket, bytes
         self._tokens_at: float | None = None  # when it was last filled
         self._pace_at: float | None = None  # when it will hold a packet again, while data waits for it
+        self._warm: list = []  # EVs to send a warm-up probe on
         self._last_ts = -1  # timestamp of the latest transmission, in ns
         self._ambiguous: dict[int, _TxPacket] = {}  # timestamp of either copy -> a resent packet declared lost
 
@@ -131,6 +134,14 @@ class Sender:
         msg = _TxMessage(msg_id, view)
         self._messages[msg_id] = msg
         self._queue.append(msg)
+
+    def set_pace_share(self, share: float) -> None:
+        if not 0.0 < share <= 1.0:
+            raise ValueError(f"pace share {share} is not in (0, 1]")
+        cfg = self._cfg
+        self._pace_rate = cfg.pace_rate * share
+        self._pace_depth = max(DATA_HEADER_LEN + cfg.mss, cfg.pace_depth * share)
+        self._tokens = min(self._tokens, self._pace_depth)
 
     @property
     def busy(self) -> bool:
@@ -234,7 +245,15 @@ class Sender:
         if self._cfg.cc:
             self.cc.on_congestion(now, self.rtt)
 
+    def warm(self) -> int:
+        """Send one probe down every path with the next datagrams (see ``Connection.warm``); how many."""
+        self._warm = self._evs.one_ev_per_path()
+        return len(self._warm)
+
     def on_probe_reply(self, r: ProbeReply, now: float) -> None:
+        if r.seq == WARM_SEQ:
+            self._counters.warm_replies += 1
+            return
         self._counters.probe_replies += 1
         e = self._evs.get(r.ev)
         if e is not None:  # no RTT sample: a small probe's delay would understate the base RTT of data
@@ -281,13 +300,18 @@ class Sender:
         for e, seq in self._evs.probes_due(now):
             out.append((e.ev, encode_probe(conn_id, e.ev, seq, ts)))
             counters.probes += 1
+        if self._warm:
+            for e in self._warm:
+                out.append((e.ev, encode_probe(conn_id, e.ev, WARM_SEQ, ts)))
+            counters.warm_probes += len(self._warm)
+            self._warm = []
         window = self.cc.cwnd if self._cfg.cc else self._cfg.cc_max_window
         mss = self._cfg.mss
         evs = self._evs
-        pace = self._cfg.pace_rate
+        pace = self._pace_rate
         if pace:
             if self._tokens_at is not None:
-                self._tokens = min(self._cfg.pace_depth, self._tokens + (now - self._tokens_at) * pace)
+                self._tokens = min(self._pace_depth, self._tokens + (now - self._tokens_at) * pace)
             self._tokens_at = now
             self._pace_at = None
             full = DATA_HEADER_LEN + mss

@@ -58,7 +58,7 @@ PROBE / PROBE_REPLY (24 bytes)::
      4   4  conn_id
      8   2  ev           the path being probed (echoed in the reply)
     10   2  reserved     0
-    12   4  seq          probe sequence number of this EV
+    12   4  seq          probe sequence number of this EV; WARM_SEQ: a warm-up probe
     16   8  ts           sender timestamp (echoed in the reply)
 
 Decoding is strict: a datagram that is short, long, of another version or type, with
@@ -77,6 +77,9 @@ MRC_UDP_PORT = 4793
 VERSION = 1
 
 DATA, SACK, NACK, PROBE, PROBE_REPLY = 1, 2, 3, 4, 5
+WARM_SEQ = 0xFFFFFFFF
+"""Probe seq of a warm-up probe: sent down every path once before a workload, answered like any
+probe, and never about a bad path (see ``Connection.warm``)."""
 
 TRIMMED = 0x0001
 LAST = 0x0002

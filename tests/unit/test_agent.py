@@ -32,6 +32,7 @@ def test_parse_request_ops():
     req = parse_request('{"id": "a", "op": "post", "conn": 3, "peer": 1, "msg": 7, "size": 1048576}')
     assert req.op == "post" and req.args == {"conn": 3, "peer": 1, "msg": 7, "size": 1048576}
     assert parse_request('{"id": null, "op": "quit"}').op == "quit"
+    assert parse_request('{"id": 2, "op": "warm", "conn": 3, "peer": 1}').args == {"conn": 3, "peer": 1}
 
 
 @pytest.mark.parametrize("line, fragment, request_id", [
@@ -248,6 +249,18 @@ def test_mrc_datapath_keeps_what_a_full_socket_refused():
         psns = [int.from_bytes(p, "big") for k, p in order if k == plane]
         assert psns[:20] == sorted(psns[:20])
     assert [e["verified"] for e in events[3] if e["event"] == "delivered"] == [True]
+
+
+def test_mrc_datapath_warms_every_path_to_a_peer_before_any_data():
+    wire, dps, events = make_pair()
+    assert dps[0].warm(9, 3) == PLAN.paths_per_pair
+    run_until(dps, lambda: dps[0].stats()["counters"]["warm_replies"] == PLAN.paths_per_pair)
+    counters = dps[0].stats()["counters"]
+    assert counters["warm_probes"] == PLAN.paths_per_pair and counters["probes"] == 0
+    assert counters["data_sent"] == 0 and not events[0] and not events[3]
+    assert {(s, d) for s, d, _, _ in wire.paths} == {(0, 3), (3, 0)} and len(wire.paths) == 2 * PLAN.paths_per_pair
+    with pytest.raises(ValueError):
+        dps[0].warm(9, 0)
 
 
 def test_mrc_datapath_rejects_bad_posts():

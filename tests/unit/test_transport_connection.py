@@ -345,3 +345,32 @@ def test_the_pacer_sends_a_bucket_at_once_then_at_its_rate_and_wakes_itself_up()
     assert sent[:2] == [5.0, 5.0]
     gaps = [round(b - a_, 6) for a_, b in zip(sent[1:], sent[2:])]
     assert gaps == [0.01] * 8
+
+
+def test_warm_up_probes_every_path_once_and_counts_apart_from_path_probes():
+    a = Connection(1, list(range(64)), plane, TransportConfig(), path_of)
+    b = Connection(1, list(range(64)), plane, TransportConfig(), path_of)
+    assert a.warm() == 16
+    probes = [wire.decode(d) for _, d in a.datagrams_to_send(1.0)]
+    assert {p.seq for p in probes} == {wire.WARM_SEQ} and len({path_of(p.ev) for p in probes}) == 16
+    for p in probes:
+        b.receive(wire.encode_probe(1, p.ev, p.seq, p.ts), None, 1.001)
+    for _, d in b.datagrams_to_send(1.001):
+        a.receive(d, None, 1.002)
+    c = a.counters
+    assert (c.warm_probes, c.warm_replies, c.probes, c.probe_replies) == (16, 16, 0, 0)
+    assert {a.ev_state(ev) for ev in range(64)} == {EvState.UNKNOWN} and a.datagrams_to_send(1.002) == []
+
+
+def test_a_pace_share_splits_the_rate_among_connections():
+    a, _ = pair(mss=1000, cc_init_window=1 << 20, pace_rate=104_800.0, pace_depth=2 * 1048)
+    a.set_pace_share(0.5)  # half the rate, and a bucket of one packet
+    a.send_message(1, bytes(4_000))
+    sent, t = [], 5.0
+    while len(sent) < 4:
+        sent += [t] * len(a.datagrams_to_send(t))
+        t = a.next_timer()
+        a.on_timer(t)
+    assert [round(x - 5.0, 6) for x in sent] == [0.0, 0.02, 0.04, 0.06]
+    with pytest.raises(ValueError):
+        a.set_pace_share(0)
