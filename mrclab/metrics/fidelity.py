@@ -4,10 +4,13 @@ Two honest signals, sampled from /proc while the workload runs:
 - the whole machine's busy share (all CPUs): past `MACHINE_BUSY_LIMIT` there is no idle
   time left, so any queueing seen may be CPU queueing, not network queueing;
 - the hottest single thread among the processes that move packets (ovs-vswitchd's
-  threads, every agent): one busy most of the run is a serial bottleneck even when the
-  machine as a whole still has idle time. The limit is below 100% on purpose: this is an
-  average over the whole workload, and traffic comes in bursts (steps), so a thread
-  averaging 75% has spent the bursts saturated.
+  threads, every agent): one that is saturated is a serial bottleneck even when the
+  machine as a whole still has idle time. Saturated means busy for at least
+  `SATURATED_PCT` of a `WINDOW_S` window, and the thread counts as the bottleneck when
+  that held in at least `SATURATED_SHARE` of the workload's windows (the bursts). An
+  average over the run cannot tell a thread that is 75% busy all along (it keeps up,
+  with a quarter of its time to spare) from one saturated in every burst and idle
+  between them; the windows can.
 A third signal is exact rather than sampled: packets ovs-vswitchd itself failed to send
 (`emulator_drops`). The emulated network never made those losses, yet an MRC sender
 reads them as path failures.
@@ -16,12 +19,15 @@ Any one makes `fidelity.ok` false and the notes say which, with the figures.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 MACHINE_BUSY_LIMIT = 90.0
-THREAD_BUSY_LIMIT = 75.0
+WINDOW_S = 0.2  # 20 clock ticks: a busy share resolved to 5%
+SATURATED_PCT = 90.0
+SATURATED_SHARE = 0.25
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -60,8 +66,27 @@ class CpuSampler:
 
     def start(self) -> None:
         self._start = (time.monotonic(), _machine_ticks(), _thread_ticks(self.pids))
+        self._windows = 0
+        self._saturated: dict[str, int] = {}
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="cpu-sampler", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        """Count, per thread, the windows it spent saturated."""
+        t, ticks = time.monotonic(), _thread_ticks(self.pids)
+        while not self._done.wait(WINDOW_S):
+            t1, ticks1 = time.monotonic(), _thread_ticks(self.pids)
+            limit = SATURATED_PCT / 100.0 * TICKS * (t1 - t)
+            for key, value in ticks1.items():
+                if value - ticks.get(key, value) >= limit:
+                    self._saturated[key] = self._saturated.get(key, 0) + 1
+            self._windows += 1
+            t, ticks = t1, ticks1
 
     def stop(self, emulator_drops: int = 0, goodput_fraction: float | None = None) -> dict:
+        self._done.set()
+        self._thread.join()
         t0, (busy0, total0), threads0 = self._start
         elapsed = max(time.monotonic() - t0, 1e-6)
         busy1, total1 = _machine_ticks()
@@ -72,7 +97,9 @@ class CpuSampler:
             pct = 100.0 * (ticks - threads0.get(key, 0)) / TICKS / elapsed  # born mid-run: all of it
             if pct > hottest_pct:
                 hottest, hottest_pct = key, pct
-        self._result = verdict(machine, hottest, hottest_pct, emulator_drops, goodput_fraction)
+        share = max(self._saturated.values(), default=0) / self._windows if self._windows else 0.0
+        most = max(self._saturated, key=self._saturated.get, default=hottest)
+        self._result = verdict(machine, hottest, hottest_pct, emulator_drops, goodput_fraction, most, share)
         return self._result
 
 
@@ -80,7 +107,8 @@ NETWORK_BUSY_FRACTION = 0.7
 
 
 def verdict(machine_pct: float, hottest: str | None, hottest_pct: float, emulator_drops: int = 0,
-            goodput_fraction: float | None = None) -> dict:
+            goodput_fraction: float | None = None, saturated_thread: str | None = None,
+            saturated_share: float = 0.0) -> dict:
     """A busy CPU alone does not prove the CPU set the pace: ovs-vswitchd's one forwarding thread
     polls ~200 ports and stays busy at any link rate. It did when the CPU was saturated *and* the
     workload got well short of what the emulated links allow (`goodput_fraction`, the ideal
@@ -92,8 +120,9 @@ def verdict(machine_pct: float, hottest: str | None, hottest_pct: float, emulato
     saturated = []
     if machine_pct >= MACHINE_BUSY_LIMIT:
         saturated.append(f"machine CPU {machine_pct:.0f}% busy (limit {MACHINE_BUSY_LIMIT:.0f}%)")
-    if hottest_pct >= THREAD_BUSY_LIMIT:
-        saturated.append(f"thread {hottest} at {hottest_pct:.0f}% of a core (limit {THREAD_BUSY_LIMIT:.0f}%)")
+    if saturated_share >= SATURATED_SHARE:
+        saturated.append(f"thread {saturated_thread} saturated (>= {SATURATED_PCT:.0f}% of a core) in "
+                         f"{saturated_share:.0%} of {WINDOW_S:g} s windows (limit {SATURATED_SHARE:.0%})")
     network_busy = goodput_fraction is not None and goodput_fraction >= NETWORK_BUSY_FRACTION
     if saturated and not network_busy:
         reach = "" if goodput_fraction is None else f" while the workload reached only {goodput_fraction:.0%} of line rate"
@@ -102,7 +131,9 @@ def verdict(machine_pct: float, hottest: str | None, hottest_pct: float, emulato
     ok = not notes
     if ok:
         notes.append(f"machine CPU {machine_pct:.0f}% busy, hottest thread {hottest or '-'} at {hottest_pct:.0f}%"
+                     f" (saturated in {saturated_share:.0%} of windows)"
                      + (f", network {goodput_fraction:.0%} of line rate" if goodput_fraction is not None else "")
                      + ": the emulated network, not the CPU, set the pace")
     return {"cpu_busy_pct": round(machine_pct, 1), "hottest_thread": hottest,
-            "hottest_thread_pct": round(hottest_pct, 1), "emulator_drops": emulator_drops, "ok": ok, "notes": notes}
+            "hottest_thread_pct": round(hottest_pct, 1), "saturated_thread": saturated_thread,
+            "saturated_share": round(saturated_share, 3), "emulator_drops": emulator_drops, "ok": ok, "notes": notes}

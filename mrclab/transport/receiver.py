@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .config import TransportConfig
 from .events import MessageDelivered, MessageFailed
-from .wire import ECN_CE, ECN_ECHO, SACK_BITS, TRIMMED, Data, Probe, encode_nack, encode_probe, encode_sack, \
+from .wire import DUP_ECHO, ECN_CE, ECN_ECHO, SACK_BITS, TRIMMED, Data, Probe, encode_nack, encode_probe, encode_sack, \
     message_digest, unwrap
 
 _MASK = (1 << SACK_BITS) - 1
@@ -63,7 +63,7 @@ class Receiver:
         if rel < 0 or (self._bits >> rel) & 1:
             counters.duplicates += 1
             self._note(d, reply_ev, now)
-            self._sack(now)
+            self._sack(now, DUP_ECHO)
             return
         if rel >= MAX_REORDER:
             counters.malformed += 1
@@ -136,7 +136,7 @@ class Receiver:
         self._last_at = now
         self._last_reply_ev = reply_ev
 
-    def _sack(self, now: float) -> None:
+    def _sack(self, now: float, flags: int = 0) -> None:
         cum = self._cum
         base = self._high - (SACK_BITS - 1)  # the newest 64 PSNs, unless the packet answered is older than those
         if base > self._last_psn:
@@ -145,7 +145,7 @@ class Receiver:
             base = cum
         bitmap = (self._bits >> (base - cum)) & _MASK
         self.out.append((self._last_reply_ev, encode_sack(
-            ECN_ECHO if self._ecn else 0, self._conn_id, cum, base, bitmap, self._last_psn, self._last_ev,
+            flags | (ECN_ECHO if self._ecn else 0), self._conn_id, cum, base, bitmap, self._last_psn, self._last_ev,
             self._ecn, self._last_ts, int((now - self._last_at) * 1e9))))
         self._counters.sacks += 1
         self._pending = 0

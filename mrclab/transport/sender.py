@@ -26,8 +26,9 @@ path after it was delivered too, the path comes back at once
 sent just before a link died can arrive late, and proves nothing about the link now.
 
 Which copy of a resent packet arrived is told by timestamps only: a SACK echoes the
-packet that triggered it, and the receiver SACKs a duplicate at once, so a late original
-shows up as the echo of either copy. Guessing from RTTs ("the resend was acknowledged too
+packet that triggered it, and the receiver SACKs a duplicate at once, flagged DUP_ECHO,
+so a late original shows up as its own echo or as a duplicate's (SACKs take different
+paths and overtake each other: an unflagged echo of the resend proves nothing). Guessing from RTTs ("the resend was acknowledged too
 soon") is no proof: the lab's RTTs vary by tens of ms, and such guesses revived dead paths.
 
 A trim NACK is not a loss: the packet goes to the front of the retransmit queue and
@@ -41,8 +42,8 @@ from .cc import RttEstimator, WindowCC
 from .config import TransportConfig
 from .ev import UNKNOWN, Ev, EvSet
 from .events import MessageCompleted, MessageFailed
-from .wire import DATA_HEADER_LEN, ECN_ECHO, LAST, RETX, SACK_BITS, WARM_SEQ, Nack, ProbeReply, Sack, \
-    encode_data_into, encode_probe, message_digest, unwrap
+from .wire import DATA_HEADER_LEN, DUP_ECHO, ECN_ECHO, LAST, RETX, SACK_BITS, WARM_SEQ, Nack, ProbeReply, \
+    Sack, encode_data_into, encode_probe, message_digest, unwrap
 
 _INFLIGHT, _LOST, _ACKED, _DONE = range(4)
 _U32 = 0xFFFFFFFF
@@ -160,7 +161,7 @@ class Sender:
             new |= s.bitmap << shift if shift >= 0 else s.bitmap >> -shift
         new &= ~self._acked & ((1 << span) - 1)
         ts_echo = s.ts_echo
-        if self._ambiguous:
+        if s.flags & DUP_ECHO and self._ambiguous:
             dup = self._ambiguous.pop(ts_echo, None)
             if dup is not None and dup.lost_at:
                 self._spurious(dup, now)  # a second copy arrived: the one declared lost had arrived too
@@ -198,7 +199,7 @@ class Sender:
                     if prev is not None and prev.lost_at and p.ts != ts_echo:
                         if prev.ts == ts_echo:
                             self._spurious(prev, now)  # the copy declared lost arrived, not (yet) this one
-                        else:  # either copy may have arrived: a duplicate's SACK, echoing the other, will tell
+                        elif p.tries == 1:  # either copy may have arrived: the duplicate's SACK will tell
                             self._ambiguous[p.ts] = self._ambiguous[prev.ts] = prev
                             if len(self._ambiguous) > _AMBIGUOUS_MAX:
                                 del self._ambiguous[next(iter(self._ambiguous))]

@@ -29,7 +29,7 @@ DATA (48 bytes, then ``length`` payload bytes; none if TRIMMED)::
 
 SACK (48 bytes)::
 
-     0   4  common       type SACK = 2; flags ECN_ECHO 0x8
+     0   4  common       type SACK = 2; flags ECN_ECHO 0x8, DUP_ECHO 0x10 (answers a duplicate)
      4   4  conn_id
      8   4  cum_psn      every PSN below this arrived
     12   4  sack_base    first PSN the bitmap describes
@@ -86,6 +86,10 @@ LAST = 0x0002
 RETX = 0x0004
 ECN_CE = 0x0008
 ECN_ECHO = 0x0008
+DUP_ECHO = 0x0010
+"""SACK flag: the packet whose timestamp it echoes was a duplicate (that PSN had arrived before). SACKs
+take different paths and can overtake each other, so an echo alone says that a packet arrived, not
+that it arrived second."""
 
 NACK_TRIMMED = 1
 
@@ -256,7 +260,7 @@ def decode(datagram: bytes | bytearray | memoryview) -> Packet:
         if size != SACK_LEN:
             raise WireError(f"SACK of {size} bytes, expected {SACK_LEN}")
         fields = _SACK.unpack_from(datagram)
-        if flags & ~ECN_ECHO or fields[12]:
+        if flags & ~(ECN_ECHO | DUP_ECHO) or fields[12]:
             raise WireError(f"SACK with unknown flags {flags:#06x} or reserved bits set")
         return Sack._make(fields[2:12])
     if kind == NACK:

@@ -302,8 +302,9 @@ def test_a_late_packet_that_condemned_its_path_restores_it_only_if_the_path_deli
 
 def test_a_resend_arriving_as_a_duplicate_tells_that_the_first_copy_was_delivered():
     """The original is late, declared lost and resent. A SACK then covers its PSN but echoes some
-    other packet: either copy may have arrived. The resend's duplicate SACK, echoing it, settles it:
-    the original had arrived, the loss was none."""
+    other packet: either copy may have arrived. An unflagged echo of the resend settles nothing (it
+    may be an older SACK that was overtaken); the resend's duplicate SACK (DUP_ECHO) does: the
+    original had arrived, the loss was none."""
     a, b = pair(mss=100, reorder_window=0.002, reorder_window_max=0.002)
     a.send_message(1, bytes(300))
     (_, late), *rest = a.datagrams_to_send(1.0)
@@ -316,12 +317,14 @@ def test_a_resend_arriving_as_a_duplicate_tells_that_the_first_copy_was_delivere
     (resend,) = [wire.decode(d) for _, d in a.datagrams_to_send(t) if wire.decode(d).__class__ is wire.Data]
     assert a.counters.lost == 1 and resend.psn == wire.decode(late).psn
 
-    def sack(ts_echo):
-        return wire.encode_sack(0, 1, 3, 3, 0, 0, resend.ev, 0, ts_echo, 0)
+    def sack(ts_echo, flags=0):
+        return wire.encode_sack(flags, 1, 3, 3, 0, 0, resend.ev, 0, ts_echo, 0)
 
     a.receive(sack(ts_echo=12345), None, t + 0.001)  # all acknowledged, by a SACK about another packet
     assert a.counters.spurious_losses == 0
-    a.receive(sack(ts_echo=resend.ts), None, t + 0.002)  # the resend arrived second
+    a.receive(sack(ts_echo=resend.ts), None, t + 0.002)  # an older SACK about the resend, overtaken: no news
+    assert a.counters.spurious_losses == 0
+    a.receive(sack(ts_echo=resend.ts, flags=wire.DUP_ECHO), None, t + 0.003)  # the resend arrived second
     assert a.counters.spurious_losses == 1
 
 
@@ -374,3 +377,14 @@ def test_a_pace_share_splits_the_rate_among_connections():
     assert [round(x - 5.0, 6) for x in sent] == [0.0, 0.02, 0.04, 0.06]
     with pytest.raises(ValueError):
         a.set_pace_share(0)
+
+
+def test_the_receiver_flags_the_sack_that_answers_a_duplicate():
+    a, b = pair(mss=100)
+    a.send_message(1, bytes(50))
+    (_, d), = a.datagrams_to_send(1.0)
+    sacks = []
+    for _ in range(2):
+        b.receive(d, None, 1.001)
+        sacks += [wire.decode(s) for _, s in b.datagrams_to_send(1.001)]
+    assert [s.flags & wire.DUP_ECHO for s in sacks] == [0, wire.DUP_ECHO] and b.counters.duplicates == 1
