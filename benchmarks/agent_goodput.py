@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mrclab.agent.client import AgentClient, command  # noqa: E402
 from mrclab.fabric.net import Fabric  # noqa: E402
 from mrclab.spec import topology  # noqa: E402
+from mrclab.transport import TransportConfig  # noqa: E402
 
 MIB = 1 << 20
 IPERF_SECONDS = 5
@@ -138,11 +139,13 @@ def main() -> None:
     parser.add_argument("--src", type=int, default=0)
     parser.add_argument("--dst", type=int, default=3)
     parser.add_argument("--profile", type=Path)
-    parser.add_argument("--options", type=json.loads, default={}, help="MRC transport options (JSON)")
+    parser.add_argument("--options", type=json.loads, default={},
+                        help="MRC transport options (JSON), over the defaults a run derives from the links")
     parser.add_argument("--transports", default="tcp,mrc,single-path")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     topo = topology.load(args.topology)
+    args.options = {**TransportConfig.link_defaults(topo.host_rate_bps, topo.mtu, topo.planes), **args.options}
     ideal = topo.planes * topo.host_rate_bps
     results: dict = {"topology": topo.name, "link_bound_bps": ideal, "mib": args.mib}
     tmp = Path(tempfile.mkdtemp(prefix="agent-goodput-"))
