@@ -4,13 +4,17 @@ Every DATA packet gets a PSN once and keeps it through retransmissions (flagged 
 so the receiver's cumulative PSN stays meaningful; each *transmission* gets a fresh
 record, a transmit sequence number and a timestamp of its own (nanoseconds, bumped by
 one within a burst), so loss detection is never confused by an old copy and a SACK's
-echo names exactly one transmission. A packet is declared lost, and its EV retired (loss means failure), when
+echo names exactly one transmission. A packet is declared lost, and its EV retired
+(loss means failure), when
 
 * RACK: a packet transmitted after it was SACKed and it is still unacknowledged its
   expected RTT plus the reorder window after its own transmission. The expected RTT is
   the largest of the latest sample and the latest samples of the packet's plane and
-  path (a plane whose NIC queue is longer is slower, not failed). The window is the
-  largest of ``reorder_window``, the base RTT, srtt / 2, ``reorder_rttvar`` x rttvar
+  path (a plane whose NIC queue is longer is slower, not failed) - unless a packet sent
+  after it *on the same plane* was delivered: that one left through the same NIC queue,
+  so its RTT (or the smoothed RTT, if larger) is the expectation, and a loss is not kept
+  waiting for the slowest plane's delay (the default lab: about 30 ms sooner). The
+  window is the largest of ``reorder_window``, the base RTT, srtt / 2, ``reorder_rttvar`` x rttvar
   and what the packets wrongly declared lost so far would have needed, capped at
   ``reorder_window_max`` so that a failed path is still avoided within tens of ms, or
 * its retransmission timeout (per packet, backed off while nothing is acknowledged)
@@ -110,6 +114,7 @@ class Sender:
         self._rack_at: float | None = None
         self._backoff = 1
         self._plane_rtt: dict[int, float] = {}  # plane -> its latest RTT samples (fast up, slow down)
+        self._plane_rack: dict[int, tuple[int, float]] = {}  # plane -> (newest xseq delivered, its RTT)
         self._learned_reorder = 0.0  # reordering seen: how late a packet declared lost turned up, plus the window
         self._pace_rate = config.pace_rate  # bytes/s, this connection's share of the host's
         self._pace_depth = float(config.pace_depth)
@@ -203,8 +208,12 @@ class Sender:
                             self._ambiguous[p.ts] = self._ambiguous[prev.ts] = prev
                             if len(self._ambiguous) > _AMBIGUOUS_MAX:
                                 del self._ambiguous[next(iter(self._ambiguous))]
-                    elif p.xseq > rack_xseq and (p.tries == 0 or p.ts == ts_echo):
-                        rack_xseq = p.xseq
+                    elif p.tries == 0 or p.ts == ts_echo:
+                        if p.xseq > rack_xseq:
+                            rack_xseq = p.xseq
+                        plane = p.ev.plane
+                        if p.xseq > self._plane_rack.get(plane, (-1, 0.0))[0]:
+                            self._plane_rack[plane] = (p.xseq, now - p.sent_at)
                 elif p.state == _LOST and p.lost_at:
                     self._spurious(p, now)  # declared lost, delivered before it could be resent
                 p.state = _ACKED
@@ -392,7 +401,8 @@ class Sender:
     def _detect_losses(self, now: float) -> None:
         """RACK: lose what was sent before a delivered packet and is overdue by its expected RTT plus the reorder
         window. The expected RTT is the largest of the latest sample and the latest of the packet's plane and
-        path (a plane whose NIC queue is longer, or a path whose switches queue more, is slower, not failed)."""
+        path (a plane whose NIC queue is longer, or a path whose switches queue more, is slower, not failed),
+        or, once a later packet of the same plane was delivered, the larger of its RTT and the smoothed RTT."""
         self._rack_at = None
         order = self._order
         while order and order[0].state != _INFLIGHT:
@@ -401,7 +411,11 @@ class Sender:
             return
         window = self.reorder_window()
         latest = self.rtt.latest
-        floor = latest + window  # no packet is due before sent_at + floor, so the scan stops at the first that is not
+        plane_rack = self._plane_rack
+        srtt = self.rtt.srtt or 0.0
+        quickest = min((r for _, r in plane_rack.values()), default=latest)
+        quickest = quickest if quickest > srtt else srtt
+        floor = (quickest if quickest < latest else latest) + window  # no packet is due before sent_at + floor
         rack_xseq = self._rack_xseq
         plane_rtt = self._plane_rtt
         path_aware = self._evs.path_aware
@@ -422,6 +436,11 @@ class Sender:
             if path_aware and e.path.rtt > expect:
                 expect = e.path.rtt
             due = sent + (expect if expect > latest else latest) + window
+            rack = plane_rack.get(e.plane)
+            if rack is not None and p.xseq < rack[0]:  # a later packet through the same NIC queue was delivered
+                soon = sent + (rack[1] if rack[1] > srtt else srtt) + window
+                if soon < due:
+                    due = soon
             if now >= due:
                 lost.append(p)
             elif next_due is None or due < next_due:

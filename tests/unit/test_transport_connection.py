@@ -388,3 +388,29 @@ def test_the_receiver_flags_the_sack_that_answers_a_duplicate():
         b.receive(d, None, 1.001)
         sacks += [wire.decode(s) for _, s in b.datagrams_to_send(1.001)]
     assert [s.flags & wire.DUP_ECHO for s in sacks] == [0, wire.DUP_ECHO] and b.counters.duplicates == 1
+
+
+@pytest.mark.parametrize("same_plane_later_delivered", [True, False])
+def test_a_later_packet_through_the_same_nic_queue_exposes_a_loss_before_slow_planes_would(
+        same_plane_later_delivered):
+    """Packet 0 (plane 0) is lost. Packet 4 went through the same plane after it and came back in
+    1 ms; the other planes answer after 30 ms. Judged against plane 0's own later packet (and the
+    smoothed RTT), packet 0 is overdue at 30 ms; judged against the slow planes' latest RTT it
+    would not be before 32 ms."""
+    config = TransportConfig(sack_every=1, mss=100, cc_init_window=1 << 20, reorder_window=0.002,
+                             reorder_window_max=0.002)
+    a = Connection(1, list(range(64)), plane, config, path_of)
+    b = Connection(1, list(range(64)), plane, config, path_of)
+    a.send_message(1, bytes(800))
+    sent = a.datagrams_to_send(0.0)
+    assert [plane(ev) for ev, _ in sent] == [0, 1, 2, 3, 0, 1, 2, 3]
+    if same_plane_later_delivered:
+        b.receive(sent[4][1], None, 0.001)
+        for _, s in b.datagrams_to_send(0.001):
+            a.receive(s, None, 0.001)
+    for i in (1, 2, 3, 5, 6, 7):
+        b.receive(sent[i][1], None, 0.030)
+    for _, s in b.datagrams_to_send(0.030):
+        a.receive(s, None, 0.030)
+    lost = a.ev_state(sent[0][0]) == EvState.ASSUMED_BAD
+    assert lost is same_plane_later_delivered and a.counters.lost == int(same_plane_later_delivered)
