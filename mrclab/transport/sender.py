@@ -32,8 +32,9 @@ sent just before a link died can arrive late, and proves nothing about the link 
 Which copy of a resent packet arrived is told by timestamps only: a SACK echoes the
 packet that triggered it, and the receiver SACKs a duplicate at once, flagged DUP_ECHO,
 so a late original shows up as its own echo or as a duplicate's (SACKs take different
-paths and overtake each other: an unflagged echo of the resend proves nothing). Guessing from RTTs ("the resend was acknowledged too
-soon") is no proof: the lab's RTTs vary by tens of ms, and such guesses revived dead paths.
+paths and overtake each other: an unflagged echo of the resend proves nothing).
+Guessing from RTTs ("the resend was acknowledged too soon") is no proof: the lab's RTTs
+vary by tens of ms, and such guesses revived dead paths.
 
 A trim NACK is not a loss: the packet goes to the front of the retransmit queue and
 its EV skips a turn. Retransmissions go out before new data, on another EV.

@@ -70,7 +70,8 @@ def test_fidelity_verdict():
     assert not busy["ok"] and "machine CPU 97%" in busy["notes"][0] and "30% of line rate" in busy["notes"][0]
     hot = fidelity.verdict(60.0, "ovs-vswitchd/12", 99.0, goodput_fraction=0.3, saturated_thread="ovs-vswitchd/12",
                            saturated_share=0.8)
-    assert not hot["ok"] and "ovs-vswitchd/12 saturated" in hot["notes"][0] and "80% of 0.2 s windows" in hot["notes"][0]
+    assert not hot["ok"] and "ovs-vswitchd/12 saturated" in hot["notes"][0]
+    assert "80% of 0.2 s windows" in hot["notes"][0]
     # busy on average but never saturated: it kept up, with time to spare
     assert fidelity.verdict(60.0, "ovs-vswitchd/12", 78.0, goodput_fraction=0.3, saturated_thread="ovs-vswitchd/12",
                             saturated_share=0.05)["ok"]
