@@ -336,15 +336,23 @@ def test_every_transmission_carries_its_own_timestamp_even_within_one_burst():
     assert stamps[-1] - stamps[0] < 1000  # within a microsecond of the clock: RTT samples unchanged
 
 
-def test_the_pacer_sends_a_bucket_at_once_then_at_its_rate_and_wakes_itself_up():
-    """1000-byte payloads (1048 on the wire), 104800 B/s: one packet per 10 ms after a bucket of two."""
+def paced_send_times(packets, share=1.0):
+    """When a paced sender (1000-byte payloads, 1048 on the wire, 104800 B/s, a bucket of two packets)
+    puts each of ``packets`` packets out, driven by its own timer from t = 5 s."""
     a, _ = pair(mss=1000, cc_init_window=1 << 20, pace_rate=104_800.0, pace_depth=2 * 1048)
-    a.send_message(1, bytes(10_000))
+    if share != 1.0:
+        a.set_pace_share(share)
+    a.send_message(1, bytes(1000 * packets))
     sent, t = [], 5.0
-    while len(sent) < 10:
+    while len(sent) < packets:
         sent += [t] * len(a.datagrams_to_send(t))
         t = a.next_timer()
         a.on_timer(t)
+    return sent
+
+
+def test_the_pacer_sends_a_bucket_at_once_then_at_its_rate_and_wakes_itself_up():
+    sent = paced_send_times(10)  # one packet per 10 ms after a bucket of two
     assert sent[:2] == [5.0, 5.0]
     gaps = [round(b - a_, 6) for a_, b in zip(sent[1:], sent[2:])]
     assert gaps == [0.01] * 8
@@ -366,15 +374,9 @@ def test_warm_up_probes_every_path_once_and_counts_apart_from_path_probes():
 
 
 def test_a_pace_share_splits_the_rate_among_connections():
-    a, _ = pair(mss=1000, cc_init_window=1 << 20, pace_rate=104_800.0, pace_depth=2 * 1048)
-    a.set_pace_share(0.5)  # half the rate, and a bucket of one packet
-    a.send_message(1, bytes(4_000))
-    sent, t = [], 5.0
-    while len(sent) < 4:
-        sent += [t] * len(a.datagrams_to_send(t))
-        t = a.next_timer()
-        a.on_timer(t)
+    sent = paced_send_times(4, share=0.5)  # half the rate, and a bucket of one packet
     assert [round(x - 5.0, 6) for x in sent] == [0.0, 0.02, 0.04, 0.06]
+    a, _ = pair(pace_rate=1e6, pace_depth=1 << 16)
     with pytest.raises(ValueError):
         a.set_pace_share(0)
 
