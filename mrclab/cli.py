@@ -125,6 +125,9 @@ def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], as_json:
 
 
 def print_summary(doc: dict, target: Path) -> None:
+    for u in doc.get("unfired_events", []):
+        err.print(f"[yellow]event {u['event_index']} ({u['action']} {u['target']} at {u['t_s']:g} s) never fired: "
+                  f"the workload ended at {doc['duration_s']:g} s[/yellow]")
     s = doc["summary"]
     table = Table(title=f"{doc['scenario']['name']}: {doc['transport']} over {doc['routing']} "
                         f"on {doc['topology']['name']}")

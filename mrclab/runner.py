@@ -81,6 +81,7 @@ class Outcome:
     completed: set = field(default_factory=set)
     failed: dict = field(default_factory=dict)        # (conn, msg) -> reason
     fired: list = field(default_factory=list)         # [{t_s, action, target, event_index, ...}]
+    unfired: list = field(default_factory=list)       # events placed after the workload ended
     ev_changes: list = field(default_factory=list)    # [{t_s, host, peer, ev, old, new}]
     sample_times: dict = field(default_factory=dict)  # round -> t_s
     aborted: str | None = None
@@ -120,6 +121,12 @@ class Execution:
                 break
         o.t_end = time.monotonic()
         self._snapshot_open_faults()
+        for action in sorted(self.queue):  # placed by time beyond the end of the workload
+            if all(u["event_index"] != action.event_index for u in o.unfired):
+                o.unfired.append({"event_index": action.event_index, "action": action.action,
+                                  "target": action.target, "t_s": round(action.t_s, 6)})
+                log.warning("event %d (%s %s at %.3f s) never fired: the workload ended at %.3f s",
+                            action.event_index, action.action, action.target, action.t_s, o.t_end - o.t0)
         return o
 
     def _run_step(self, step: int, deadline: float) -> bool:
@@ -327,6 +334,7 @@ def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome
         "steps": outcome.steps,
         "summary": results.summary(outcome, agent_stats),
         "events": events,
+        "unfired_events": outcome.unfired,
         "ev_changes": outcome.ev_changes,
         "series": results.series(outcome.sample_times, agents_samples),
         "links": links,

@@ -91,12 +91,17 @@ def test_smoke_runs_end_to_end(tmp_path, leftovers):
 
 def test_impossible_expectation_exits_1(tmp_path):
     proc = mrclab("run", "scenarios/smoke.yaml", "--out", str(tmp_path / "r"), "--set", "workload.steps=3",
-                  "--set", "events=[]", "--set", "expect={max_step_time_s: 1us}",
+                  "--set", "events=[{at: 15s, action: link_down, target: p0l0-p0s1}]",
+                  "--set", "expect={max_step_time_s: 1us}",
                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 1, stderr
     assert "max_step_time_s" in stdout and "FAILED" in stdout
+    # placed after the workload's end, the event is reported, not silently dropped
+    assert "event 0 (link_down p0l0-p0s1 at 15 s) never fired" in stderr
     doc = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert doc["unfired_events"] == [{"event_index": 0, "action": "link_down", "target": "p0l0-p0s1", "t_s": 15.0}]
+    assert doc["events"] == []
     [check] = doc["expectations"]
     assert check == {"name": "max_step_time_s", "expected": 1e-6, "actual": doc["summary"]["step_time_s"]["p100"],
                      "ok": False}
