@@ -190,11 +190,6 @@ class Sender:
                 p = pkts.pop(una + low.bit_length() - 1, None)
                 if p is None:
                     continue
-                path = p.ev.path
-                if p.xseq > path.heard:
-                    path.heard = p.xseq
-                    if path.cause_delivered:
-                        self._maybe_undo(path, now)
                 if p.state == _INFLIGHT:
                     if p.ev.state == UNKNOWN:
                         self._evs.on_delivered(p.ev, now)
@@ -209,12 +204,17 @@ class Sender:
                             self._ambiguous[p.ts] = self._ambiguous[prev.ts] = prev
                             if len(self._ambiguous) > _AMBIGUOUS_MAX:
                                 del self._ambiguous[next(iter(self._ambiguous))]
-                    elif p.tries == 0 or p.ts == ts_echo:
+                    elif p.tries == 0 or p.ts == ts_echo:  # this very transmission arrived
                         if p.xseq > rack_xseq:
                             rack_xseq = p.xseq
                         plane = p.ev.plane
                         if p.xseq > self._plane_rack.get(plane, (-1, 0.0))[0]:
                             self._plane_rack[plane] = (p.xseq, now - p.sent_at)
+                        path = p.ev.path
+                        if p.xseq > path.heard:
+                            path.heard = p.xseq
+                            if path.cause_delivered:
+                                self._maybe_undo(path, now)
                 elif p.state == _LOST and p.lost_at:
                     self._spurious(p, now)  # declared lost, delivered before it could be resent
                 p.state = _ACKED
