@@ -113,6 +113,11 @@ class Plan:
     def paths_per_pair(self) -> int:
         return self.planes * self.spines
 
+    def check_peer(self, host: int, peer: int) -> None:
+        """ValueError unless ``peer`` is a host of the fabric other than ``host`` (an agent's own)."""
+        if not 0 <= peer < self.hosts or peer == host:
+            raise ValueError(f"peer {peer} is not another host (0..{self.hosts - 1}, not {host})")
+
     def leaf_of(self, host: int) -> int:
         return host // self.hosts_per_leaf
 

@@ -160,7 +160,7 @@ class MrcDatapath:
 
     def post(self, conn_id: int, peer: int, msg: int, size: int) -> None:
         """Start sending message ``msg`` of ``size`` bytes to ``peer`` on connection ``conn_id``."""
-        self._check_peer(peer)
+        self._plan.check_peer(self._host, peer)
         if size > self._config.max_message:
             raise ValueError(f"message of {size} bytes exceeds max_message {self._config.max_message}")
         link = self._link(peer, conn_id)
@@ -175,7 +175,7 @@ class MrcDatapath:
 
     def warm(self, conn_id: int, peer: int) -> int:
         """One probe down every path to ``peer`` (see ``Connection.warm``); how many."""
-        self._check_peer(peer)
+        self._plan.check_peer(self._host, peer)
         link = self._link(peer, conn_id)
         self._mark(link)
         return link.conn.warm()
@@ -471,10 +471,6 @@ class MrcDatapath:
             peer = -1
         self._sources[address] = peer
         return peer
-
-    def _check_peer(self, peer: int) -> None:
-        if not 0 <= peer < self._plan.hosts or peer == self._host:
-            raise ValueError(f"peer {peer} is not another host (0..{self._plan.hosts - 1}, not {self._host})")
 
     def _mark(self, link: _Link) -> None:
         if not link.queued:

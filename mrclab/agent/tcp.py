@@ -121,15 +121,13 @@ class TcpDatapath:
     def warm(self, conn_id: int, peer: int) -> int:
         """Open the stream to ``peer`` now, so its handshake warms the fabric's flows before the clock starts
         (no probes to wait for: 0)."""
-        if not 0 <= peer < self._plan.hosts or peer == self._host:
-            raise ValueError(f"peer {peer} is not another host (0..{self._plan.hosts - 1}, not {self._host})")
+        self._plan.check_peer(self._host, peer)
         if peer not in self._outbound:
             self._connect(peer)
         return 0
 
     def post(self, conn_id: int, peer: int, msg: int, size: int) -> None:
-        if not 0 <= peer < self._plan.hosts or peer == self._host:
-            raise ValueError(f"peer {peer} is not another host (0..{self._plan.hosts - 1}, not {self._host})")
+        self._plan.check_peer(self._host, peer)
         if size > MAX_MESSAGE:
             raise ValueError(f"message of {size} bytes exceeds {MAX_MESSAGE}")
         stream = self._outbound.get(peer)
