@@ -1,7 +1,8 @@
 """Switch-port egress: HTB shaping plus one eBPF program that models the port's buffer.
 
-Each port gets ``htb`` at its rate with two leaves: 1:10 (strict priority, trimmed headers)
-and 1:20 (everything else), each behind a bfifo much deeper than the modelled buffer, so HTB
+Each port gets ``htb`` at its rate with two leaves: 1:10 (strict priority: MRC's small
+packets, i.e. trimmed headers, SACKs, NACKs and probes, as a switch serves them from a
+high-priority queue) and 1:20 (everything else), each behind a bfifo much deeper than the modelled buffer, so HTB
 never drops on its own. A ``clsact`` egress filter runs ``bpf/egress.c``, which keeps a
 *virtual queue* per port (backlog bytes draining at the port rate): a packet that would
 overflow it is trimmed to its MRC header if it is MRC DATA and trimming is on, else dropped.
@@ -34,7 +35,8 @@ a local TCP sender; GSO super-packets from a local TCP sender count as their seg
 wire length, and a virtual queue drops one whole, so a host NIC carrying TCP wants a queue
 deeper than TCP's small-queue budget (about 1 MiB). Trimmed packets add only their trimmed
 size to the backlog, up to a second queue's worth (a real switch's header queue is finite
-too). The drain computation caps elapsed time at one second, so a queue holding more than a
+too), and so do the other high-priority packets. A header trimmed upstream is told by its
+TRIMMED flag, since every hop through OVS's userspace datapath starts from a fresh skb. The drain computation caps elapsed time at one second, so a queue holding more than a
 second of traffic drains slightly late.
 """
 from __future__ import annotations

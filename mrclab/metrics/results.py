@@ -7,7 +7,7 @@ from pathlib import Path
 
 SCHEMA = "mrclab.results/v1"
 PACKET_KEYS = ("data_sent", "retransmitted", "trimmed", "timeouts", "nacks", "probes")
-PATH_KEYS = ("paths_retired", "paths_restored", "retirements_undone")
+PATH_KEYS = ("paths_retired", "paths_restored", "retirements_undone", "paths_held")
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -14,6 +14,7 @@ _FIELDS = (
     "warm_probes",  # warm-up probes sent (one per path, Connection.warm), not counted in probes
     "warm_replies",  # ... and their replies
     "skips",  # EV turns skipped on trim NACK or ECN echo
+    "paths_held",  # paths kept free of new data while a packet on them was overdue (see sender)
     "ev_retired",  # EVs marked ASSUMED_BAD
     "ev_restored",  # EVs brought back by probes
     "paths_retired",  # paths found bad (with ev_path, all their EVs at once; without, each EV is a path)

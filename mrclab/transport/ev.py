@@ -34,6 +34,10 @@ until its path heals. Retirement never takes the number of usable slots below
 ``ev_min_active``: EVs of a bad path that would break that floor stay in service
 (``Counters.loss_at_min_active`` counts the losses that could not retire their EV).
 
+A path the owner *holds* (``Path.held``: a packet on it is overdue, not yet declared lost)
+is passed over like a skipped EV, turn after turn, until the hold ends; it keeps its
+state and its slots. When every usable slot is held, the next one is used anyway.
+
 SKIP transitions are not reported as events: under congestion they would flood the
 log, and they carry no news about paths (``Counters.skips`` counts them).
 """
@@ -66,7 +70,7 @@ class Path:
     """One path (every EV steering the same way) and its probing episode while it is bad."""
 
     __slots__ = ("key", "evs", "bad", "probe_seq", "probe_last", "probe_ok", "next_probe", "probe_gap",
-                 "probe_cursor", "cause", "cause_delivered", "heard", "rtt")
+                 "probe_cursor", "cause", "cause_delivered", "heard", "rtt", "held")
 
     def __init__(self, key: Hashable) -> None:
         self.key = key
@@ -82,6 +86,7 @@ class Path:
         self.cause_delivered = False  # the owner learned that loss was none (the packet was late)
         self.heard = -1  # the owner's latest transmission on this path that was delivered (its sequence)
         self.rtt = 0.0  # the owner's latest RTT samples on this path
+        self.held: object = None  # the owner's overdue transmission that keeps new data off this path
 
     def probe_ev(self) -> Ev | None:
         """The EV the next probe of this path goes on: the next one not denied, None if all are."""
@@ -163,8 +168,8 @@ class EvSet:
         """The EV for the next data packet: the next usable slot after the cursor.
 
         ``avoid`` (the EV a lost packet went on) is passed over, and so is every EV of its path,
-        when another slot is usable. None when no slot is usable (every EV denied or bad at
-        ``ev_min_active``).
+        when another slot is usable; so are held paths (a packet on them is overdue). None when
+        no slot is usable (every EV denied or bad at ``ev_min_active``).
         """
         slots = self.slots
         n = len(slots)
@@ -178,7 +183,7 @@ class EvSet:
             if state == SKIP:
                 e.state = GOOD
             elif state <= GOOD:
-                if e.path is avoid_path and n > 1:
+                if (e.path is avoid_path or e.path.held is not None) and n > 1:
                     if fallback is None or e is avoid:
                         fallback = e
                     continue

@@ -20,6 +20,14 @@ echo names exactly one transmission. A packet is declared lost, and its EV retir
 * its retransmission timeout (per packet, backed off while nothing is acknowledged)
   expires.
 
+Before a loss is declared, its path may be *held*: once a later packet of the same plane
+was delivered and the packet is still outstanding ``hold_window`` past that packet's RTT,
+no new data goes on its path (``Counters.paths_held``) until the packet is acknowledged or
+declared lost. Avoiding a path is cheap where declaring a loss is not (a retransmission,
+a retirement, and a false alarm's undo), so the hold acts on the first evidence: on the
+default lab it took a cut link out of use about 30 ms (a reorder window plus the gap
+between the latest and the smoothed RTT) sooner than the loss itself.
+
 With ``ev_path`` a loss condemns the whole path (:mod:`.ev`); what else is in flight on
 it is left to RACK (declaring it lost at once doubled the retransmissions of every false
 alarm on the jittery lab fabric, for a gain of one reorder window). A packet declared
@@ -196,6 +204,8 @@ class Sender:
                     size = p.length + DATA_HEADER_LEN
                     self.inflight -= size
                     acked_bytes += size
+                    if p.ev.path.held is p:
+                        p.ev.path.held = None
                     prev = p.prev
                     if prev is not None and prev.lost_at and p.ts != ts_echo:
                         if prev.ts == ts_echo:
@@ -248,6 +258,8 @@ class Sender:
         if p is None or p.state != _INFLIGHT or p.ts != n.ts_echo:
             return  # already acknowledged, already resent, or about an older transmission
         p.state = _LOST
+        if p.ev.path.held is p:
+            p.ev.path.held = None
         self.inflight -= p.length + DATA_HEADER_LEN
         self._retx.appendleft(p)  # trimmed: the fast lane
         e = self._evs.get(n.ev)
@@ -403,7 +415,8 @@ class Sender:
         """RACK: lose what was sent before a delivered packet and is overdue by its expected RTT plus the reorder
         window. The expected RTT is the largest of the latest sample and the latest of the packet's plane and
         path (a plane whose NIC queue is longer, or a path whose switches queue more, is slower, not failed),
-        or, once a later packet of the same plane was delivered, the larger of its RTT and the smoothed RTT."""
+        or, once a later packet of the same plane was delivered, the larger of its RTT and the smoothed RTT.
+        Such a packet holds its path ``hold_window`` after that later packet's RTT (see module doc)."""
         self._rack_at = None
         order = self._order
         while order and order[0].state != _INFLIGHT:
@@ -411,12 +424,13 @@ class Sender:
         if not order:
             return
         window = self.reorder_window()
+        hold_window = self._cfg.hold_window
         latest = self.rtt.latest
         plane_rack = self._plane_rack
         srtt = self.rtt.srtt or 0.0
         quickest = min((r for _, r in plane_rack.values()), default=latest)
-        quickest = quickest if quickest > srtt else srtt
-        floor = (quickest if quickest < latest else latest) + window  # no packet is due before sent_at + floor
+        # no packet is due, nor held, before sent_at + floor
+        floor = (quickest if quickest < latest else latest) + (hold_window if hold_window < window else window)
         rack_xseq = self._rack_xseq
         plane_rtt = self._plane_rtt
         path_aware = self._evs.path_aware
@@ -442,6 +456,13 @@ class Sender:
                 soon = sent + (rack[1] if rack[1] > srtt else srtt) + window
                 if soon < due:
                     due = soon
+                held = sent + rack[1] + hold_window
+                if now < held:
+                    if next_due is None or held < next_due:
+                        next_due = held
+                elif e.path.held is None and now < due:
+                    e.path.held = p
+                    self._counters.paths_held += 1
             if now >= due:
                 lost.append(p)
             elif next_due is None or due < next_due:
@@ -452,6 +473,8 @@ class Sender:
         self._rack_at = next_due
 
     def _lose(self, p: _TxPacket, now: float) -> None:
+        if p.ev.path.held is p:
+            p.ev.path.held = None
         p.state = _LOST
         p.lost_at = now
         self.inflight -= p.length + DATA_HEADER_LEN
@@ -494,3 +517,5 @@ class Sender:
         self._retx.clear()
         self.inflight = 0
         self._rack_at = None
+        for e in self._evs:
+            e.path.held = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,7 +30,7 @@ TRIMMED_FRAME = 14 + 40 + 8 + 48
 
 SENDER = r"""
 import socket, struct, sys, time
-dst, port, size, count, mrc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[5]), sys.argv[6] == "1"
+dst, port, size, count, kind = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[5]), sys.argv[6]
 pps = float(sys.argv[4])
 s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
 body = bytes(size - 48)
@@ -40,7 +41,10 @@ for i in range(count):
         if delay > 0:
             time.sleep(delay)
     # DATA: version, type, flags, conn_id, psn, msg_id, msg_len, offset, length, ev, ts, digest, reserved
-    head = struct.pack("!BBHIIIIIHHQQI", 1, 1, 0, 7, i, 0, 0, 0, size - 48, 0, 0, 0, 0) if mrc else bytes(48)
+    # (a trimmed one: flag TRIMMED, nothing behind the header); SACK: type 2, then 44 bytes of its own
+    head = {"data": struct.pack("!BBHIIIIIHHQQI", 1, 1, 0, 7, i, 0, 0, 0, size - 48, 0, 0, 0, 0),
+            "trimmed": struct.pack("!BBHIIIIIHHQQI", 1, 1, 1, 7, i, 0, 0, 0, 1352, 0, 0, 0, 0),
+            "sack": struct.pack("!BBH", 1, 2, 0) + bytes(44), "other": bytes(48)}[kind]
     s.sendto(head + body, (dst, port))
 """
 
@@ -119,13 +123,13 @@ class VethLab:
         self.state.add_process(proc.pid, cmd[0])
         return proc
 
-    def send(self, senders: int, pps: float, count: int, size: int = PACKET, mrc: bool = True) -> dict:
+    def send(self, senders: int, pps: float, count: int, size: int = PACKET, kind: str = "data") -> dict:
         """``senders`` processes each send ``count`` packets at ``pps``; returns what the receiver got."""
         receiver = self.popen(self.ns_b, sys.executable, "-c", RECEIVER, DST, str(MRC_PORT), str(size),
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert receiver.stdout.readline().strip() == "ready"
         procs = [self.popen(self.ns_a, sys.executable, "-c", SENDER, DST, str(MRC_PORT), str(size), str(pps),
-                            str(count), "1" if mrc else "0") for _ in range(senders)]
+                            str(count), kind) for _ in range(senders)]
         for proc in procs:
             assert proc.wait(timeout=30) == 0
         out, _ = receiver.communicate("done\n", timeout=30)
@@ -208,8 +212,27 @@ def test_trim_off_drops_instead(veth):
 
 def test_non_mrc_traffic_is_never_trimmed(veth):
     veth.egress.attach(veth.port, RATE, 65536, 1500, True, netns_pid=veth.holder)
-    got, c = run(veth, senders=4, pps=PPS_AT_RATE / 2, count=400, mrc=False)
+    got, c = run(veth, senders=4, pps=PPS_AT_RATE / 2, count=400, kind="other")
     assert c.trims == 0 and c.drops > 0 and got["trimmed"] == 0
+
+
+def class_bytes(lab: VethLab) -> dict[str, int]:
+    """Bytes each HTB class of the shaped port has sent (this tc prints no JSON for HTB classes)."""
+    text = lab.ns(lab.ns_a, "tc", "-s", "class", "show", "dev", lab.port)
+    return {handle: int(sent) for handle, sent in re.findall(r"class htb (\S+) .*\n Sent (\d+) bytes", text)}
+
+
+def test_mrc_control_and_trimmed_headers_take_the_priority_class(veth):
+    """A switch serves MRC's small packets first: SACKs (and NACKs, probes) and a header trimmed at an
+    earlier hop, which a real switch knows by its marking and this one by its flags; data waits in 1:20."""
+    veth.egress.attach(veth.port, RATE, 65536, 1500, True, netns_pid=veth.holder)
+    before = class_bytes(veth)
+    for kind in ("sack", "trimmed", "data"):
+        got, c = run(veth, senders=1, pps=500, count=50, size=PACKET if kind == "data" else 48, kind=kind)
+        assert c.tx_packets == 50 and c.trims == c.drops == 0
+    after = class_bytes(veth)
+    assert after["1:10"] - before["1:10"] == 100 * TRIMMED_FRAME
+    assert after["1:20"] - before["1:20"] == 50 * FRAME
 
 
 def test_loss_blackhole_restore(veth):

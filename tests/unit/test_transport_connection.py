@@ -416,3 +416,52 @@ def test_a_later_packet_through_the_same_nic_queue_exposes_a_loss_before_slow_pl
         a.receive(s, None, 0.030)
     lost = a.ev_state(sent[0][0]) == EvState.ASSUMED_BAD
     assert lost is same_plane_later_delivered and a.counters.lost == int(same_plane_later_delivered)
+
+
+@pytest.mark.parametrize("hold_window", [0.002, 1.0])
+def test_an_overdue_packet_holds_its_path_before_any_loss_is_declared(hold_window):
+    """Packet 0 (path (0, 0)) is missing when packet 4, sent after it on the same plane, comes back in
+    10 ms. Two ms later its path gets no new data, though the loss itself is not due before 30 ms (a
+    20 ms reorder window): nothing is resent, nothing retired. When packet 0 turns up, the path is used
+    again. With the hold turned off (hold_window 1 s) the path keeps getting data until the loss."""
+    config = TransportConfig(sack_every=1, mss=100, cc_init_window=1 << 20, ev_count=16, reorder_window=0.02,
+                             reorder_window_max=0.02, hold_window=hold_window)
+    a = Connection(1, list(range(64)), plane, config, path_of)
+    b = Connection(1, list(range(64)), plane, config, path_of)
+    a.send_message(1, bytes(1600))
+    sent = a.datagrams_to_send(0.0)
+    assert [ev for ev, _ in sent] == list(range(16))  # one packet down each of the 16 paths
+    b.receive(sent[4][1], None, 0.010)
+    for _, s in b.datagrams_to_send(0.010):
+        a.receive(s, None, 0.010)
+    a.on_timer(0.013)
+    a.send_message(2, bytes(1600))
+    evs = [ev for ev, _ in a.datagrams_to_send(0.013)]
+    held = hold_window < 0.01
+    assert (path_of(0) not in {path_of(ev) for ev in evs}) is held and len(evs) == 16
+    assert a.counters.paths_held == int(held) and a.counters.lost == a.counters.retransmitted == 0
+    assert a.ev_state(0) != EvState.ASSUMED_BAD and a.bad_paths() == []
+    b.receive(sent[0][1], None, 0.014)  # it was only late
+    for _, s in b.datagrams_to_send(0.014):
+        a.receive(s, None, 0.014)
+    a.send_message(3, bytes(1600))
+    assert path_of(0) in {path_of(ev) for ev, _ in a.datagrams_to_send(0.014)}
+    assert a.counters.spurious_losses == 0 and a.counters.paths_retired == 0
+
+
+def test_held_paths_still_carry_data_when_every_path_is_held():
+    """Holds never stop a connection: packet 3, the last of four over two paths, is the only one
+    back, so both paths are held; new data still goes out."""
+    config = TransportConfig(sack_every=1, mss=100, cc_init_window=1 << 20, ev_count=2, reorder_window=0.02,
+                             reorder_window_max=0.02)
+    a, b = (Connection(1, [0, 4], plane, config, path_of) for _ in range(2))
+    a.send_message(1, bytes(400))
+    sent = a.datagrams_to_send(0.0)
+    assert [ev for ev, _ in sent] == [0, 4, 0, 4]
+    b.receive(sent[3][1], None, 0.010)
+    for _, s in b.datagrams_to_send(0.010):
+        a.receive(s, None, 0.010)
+    a.on_timer(0.013)
+    assert a.counters.paths_held == 2 and a.counters.lost == 0
+    a.send_message(2, bytes(200))
+    assert len(a.datagrams_to_send(0.013)) == 2

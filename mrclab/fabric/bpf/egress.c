@@ -24,7 +24,7 @@
 #define TRIMMED_LEN (MRC_OFF + MRC_DATA_HEADER_LEN)
 #define CSUM_OFF (L4_OFF + offsetof(struct udphdr, check))
 #define NSEC_PER_SEC 1000000000ULL
-#define PRIO_TRIMMED 0x10010  // HTB class 1:10, strict priority
+#define PRIO_HIGH 0x10010  // HTB class 1:10, strict priority: MRC headers and control
 #define PRIO_BULK 0x10020     // HTB class 1:20
 // Dropped packets are consumed with success reported to the sender, as on a wire. TC_ACT_SHOT
 // would fail the send: OVS's userspace datapath then discards the rest of its sendmmsg()
@@ -74,21 +74,31 @@ struct {
 
 enum verdict { PASS, TRIM, DROP };
 
-// An MRC DATA packet with payload behind its header, over UDP/IPv6 without extension headers.
-static __always_inline int is_mrc_data(struct __sk_buff *skb)
+enum kind { OTHER, DATA, CONTROL };
+
+// What an MRC switch tells apart: DATA with payload behind its header (trimmable), and the
+// packets that travel in the high-priority class at every hop: SACK, NACK, probes and DATA
+// already trimmed upstream (OVS's userspace datapath hands each hop a fresh skb, so the
+// priority has to be read from the packet itself, as a real switch reads DSCP).
+static __always_inline enum kind mrc_kind(struct __sk_buff *skb)
 {
 	struct {
 		struct ethhdr eth;
 		struct ipv6hdr ip6;
 		struct udphdr udp;
 		__u8 version, type;
+		__be16 flags;
 	} __attribute__((packed)) h;
 
-	if (skb->len <= TRIMMED_LEN || bpf_skb_load_bytes(skb, 0, &h, sizeof(h)))
-		return 0;
+	if (bpf_skb_load_bytes(skb, 0, &h, sizeof(h)))
+		return OTHER;
 	// The Ethernet header, not skb->protocol: a raw AF_PACKET sender (OVS) may leave that 0.
-	return h.eth.h_proto == bpf_htons(ETH_P_IPV6) && h.ip6.nexthdr == IPPROTO_UDP && h.udp.dest == bpf_htons(MRC_UDP_PORT) &&
-	       h.version == MRC_VERSION && h.type == MRC_DATA;
+	if (h.eth.h_proto != bpf_htons(ETH_P_IPV6) || h.ip6.nexthdr != IPPROTO_UDP || h.udp.dest != bpf_htons(MRC_UDP_PORT) ||
+	    h.version != MRC_VERSION)
+		return OTHER;
+	if (h.type != MRC_DATA || (h.flags & bpf_htons(MRC_TRIMMED)))
+		return CONTROL;
+	return skb->len > TRIMMED_LEN ? DATA : OTHER;
 }
 
 // Cut to the MRC header, set TRIMMED, fix both lengths and the UDP checksum. The checksum
@@ -147,10 +157,10 @@ int egress(struct __sk_buff *skb)
 	struct port_queue *q = bpf_map_lookup_elem(&queue, &port);
 	struct port_stats *s = bpf_map_lookup_elem(&stats, &port);
 	enum verdict v = DROP;
+	enum kind k;
 	__u64 now, elapsed, drained;
-	int trimmable;
 
-	if (!c || !q || !s || !c->rate_bytes_per_s || skb->priority == PRIO_TRIMMED)
+	if (!c || !q || !s || !c->rate_bytes_per_s || skb->priority == PRIO_HIGH)
 		return TC_ACT_OK;  // not a configured port, or a packet this program trimmed already
 	if (c->blackhole) {
 		s->blackhole_drops += segs;
@@ -160,7 +170,7 @@ int egress(struct __sk_buff *skb)
 		s->loss_drops += segs;
 		return DROP_SILENTLY;
 	}
-	trimmable = c->trim && is_mrc_data(skb);
+	k = mrc_kind(skb);
 	now = bpf_ktime_get_ns();
 
 	bpf_spin_lock(&q->lock);
@@ -171,10 +181,15 @@ int egress(struct __sk_buff *skb)
 	q->backlog = drained >= q->backlog ? 0 : q->backlog - drained;
 	if (now > q->last_ns)
 		q->last_ns = now;
-	if (q->backlog == 0 || q->backlog + len <= c->queue_bytes) {
+	if (k == CONTROL) {
+		if (q->backlog + len <= 2ULL * c->queue_bytes) {  // the header queue (below)
+			q->backlog += len;
+			v = PASS;
+		}
+	} else if (q->backlog == 0 || q->backlog + len <= c->queue_bytes) {
 		q->backlog += len;
 		v = PASS;
-	} else if (trimmable && q->backlog + TRIMMED_LEN <= 2ULL * c->queue_bytes) {
+	} else if (k == DATA && c->trim && q->backlog + TRIMMED_LEN <= 2ULL * c->queue_bytes) {
 		q->backlog += TRIMMED_LEN;  // headers get a second queue's worth, then drop too
 		v = TRIM;
 	}
@@ -186,14 +201,14 @@ int egress(struct __sk_buff *skb)
 		s->tx_bytes += TRIMMED_LEN;
 		// The qdisc layer took the packet's length before this hook ran; sending it round
 		// again makes HTB charge the trimmed size, not the original.
-		skb->priority = PRIO_TRIMMED;
+		skb->priority = PRIO_HIGH;
 		return bpf_redirect(skb->ifindex, 0);
 	}
 	if (v != PASS) {
 		s->drops += segs;
 		return DROP_SILENTLY;
 	}
-	skb->priority = PRIO_BULK;
+	skb->priority = k == CONTROL ? PRIO_HIGH : PRIO_BULK;
 	s->tx_packets += segs;
 	s->tx_bytes += len;
 	return TC_ACT_OK;
