@@ -125,6 +125,7 @@ def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], as_json:
 
 
 def print_summary(doc: dict, target: Path) -> None:
+    from .report.summary import rtt_text
     for u in doc.get("unfired_events", []):
         err.print(f"[yellow]event {u['event_index']} ({u['action']} {u['target']} at {u['t_s']:g} s) never fired: "
                   f"the workload ended at {doc['duration_s']:g} s[/yellow]")
@@ -142,7 +143,7 @@ def print_summary(doc: dict, target: Path) -> None:
             ("bytes delivered / verified", "{delivered} / {verified}".format(**s["bytes"])),
             ("packets data / retx / trimmed / timeouts", "{data_sent} / {retransmitted} / {trimmed} / {timeouts}"
              .format(**s["packets"])),
-            ("base RTT", f"{s['base_rtt_s'] * 1e6:.0f} us" if s.get("base_rtt_s") else "-"),
+            ("RTT", rtt_text(s)),
             ("flow-mods after boot", str(doc["controller"]["flow_mods_after_boot"]))]
     rows += [(f"{key} {e['action']} {e['target']} @{e['t_s']:.2f}s",
               "-" if e[key] is None else f"{e[key] * 1e3:.1f} ms")

@@ -379,6 +379,7 @@ class MrcDatapath:
         ev_states = {state.name: 0 for state in EvState}
         last_send: dict[str, dict[str, float]] = {}
         rtts = []
+        hist: dict[int, int] = {}
         for link in self._links.values():
             conn = link.conn
             for name, value in conn.counters.as_dict().items():
@@ -393,6 +394,8 @@ class MrcDatapath:
                     per_ev[str(ev)] = t
             if conn.min_rtt is not None:
                 rtts.append(conn.min_rtt)
+            for bucket, n in conn.rtt_histogram.items():
+                hist[bucket] = hist.get(bucket, 0) + n
         own = self.counters
         counters = {
             "data_sent": totals.get("data_sent", 0),
@@ -413,12 +416,12 @@ class MrcDatapath:
             "wire_payload_bytes": totals.get("bytes_sent", 0),
         }
         for name in ("lost", "ev_retired", "ev_restored", "paths_retired", "paths_restored", "retirements_undone",
-                     "skips", "duplicates", "malformed", "digest_failures"):
+                     "paths_held", "skips", "duplicates", "malformed", "digest_failures"):
             counters[name] = totals.get(name, 0)
         for name in ("verify_failures", "send_retries", "socket_errors", "strangers"):
             counters[name] = own[name]
         return {"counters": counters, "ev_states": ev_states, "last_send": last_send,
-                "base_rtt_s": min(rtts) if rtts else None}
+                "base_rtt_s": min(rtts) if rtts else None, "rtt_hist": {str(b): n for b, n in hist.items()}}
 
     def close(self) -> None:
         for sock in self._sockets:

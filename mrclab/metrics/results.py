@@ -5,6 +5,8 @@ import csv
 import json
 from pathlib import Path
 
+from ..transport.cc import rtt_quantile
+
 SCHEMA = "mrclab.results/v1"
 PACKET_KEYS = ("data_sent", "retransmitted", "trimmed", "timeouts", "nacks", "probes")
 PATH_KEYS = ("paths_retired", "paths_restored", "retirements_undone", "paths_held")
@@ -30,6 +32,11 @@ def summary(outcome, agent_stats: dict[str, dict]) -> dict:
     completed = sum(1 for k in outcome.posted if outcome.status(k) == "completed")
     counters = [s.get("counters", {}) for s in agent_stats.values()]
     rtts = sorted(s["base_rtt_s"] for s in agent_stats.values() if s.get("base_rtt_s"))
+    hist: dict[int, int] = {}  # every RTT sample of the run (MRC agents), to read avoid_s in loaded RTTs
+    for s in agent_stats.values():
+        for bucket, n in s.get("rtt_hist", {}).items():
+            hist[int(bucket)] = hist.get(int(bucket), 0) + n
+    loaded = {q: rtt_quantile(hist, q / 100) for q in (50, 99)}
     return {
         "step_time_s": {"p50": round(percentile(durations, 50), 6), "p99": round(percentile(durations, 99), 6),
                         "p100": round(max(durations, default=0.0), 6),
@@ -38,7 +45,9 @@ def summary(outcome, agent_stats: dict[str, dict]) -> dict:
         "goodput_fraction": round(ideal / wall, 4) if outcome.steps else 0.0,
         "ideal_time_s": round(ideal, 6),
         "workload_time_s": round(wall, 6),
-        "base_rtt_s": rtts[len(rtts) // 2] if rtts else None,
+        "base_rtt_s": round(rtts[len(rtts) // 2], 6) if rtts else None,
+        "rtt_p50_s": None if loaded[50] is None else round(loaded[50], 6),
+        "rtt_p99_s": None if loaded[99] is None else round(loaded[99], 6),
         "messages": {"sent": len(outcome.posted), "completed": completed,
                      "failed": len(outcome.posted) - completed},  # an unfinished message failed too
         "bytes": {"sent": sum(outcome.posted.values()), "delivered": delivered, "verified": verified},

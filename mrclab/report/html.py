@@ -79,7 +79,7 @@ def _summary_table(run: Run) -> str:
              ["packets data / retx / trimmed / timeouts / nacks / probes",
               " / ".join(str(p.get(k, 0)) for k in ("data_sent", "retransmitted", "trimmed", "timeouts", "nacks",
                                                     "probes"))],
-             ["base RTT", "-" if not s.get("base_rtt_s") else f"{s['base_rtt_s'] * 1e6:.0f} us"]]
+             ["RTT", escape(summary.rtt_text(s))]]
     return _table(["metric", "value"], rows)
 
 

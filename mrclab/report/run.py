@@ -25,7 +25,7 @@ _EMPTY_RESULTS = {
     "steps": [],
     "summary": {"step_time_s": {"p50": 0.0, "p99": 0.0, "p100": 0.0, "mean": 0.0},
                 "goodput_bps": 0.0, "goodput_fraction": 0.0, "ideal_time_s": 0.0, "workload_time_s": 0.0,
-                "base_rtt_s": None,
+                "base_rtt_s": None, "rtt_p50_s": None, "rtt_p99_s": None,
                 "messages": {"sent": 0, "completed": 0, "failed": 0},
                 "bytes": {"sent": 0, "delivered": 0, "verified": 0},
                 "packets": {k: 0 for k in PACKET_KEYS}},

@@ -55,6 +55,13 @@ def _ms(seconds) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.1f} ms"
 
 
+def rtt_text(summary: dict) -> str:
+    """results.json summary RTTs in one line: the base RTT, then the RTT under load (p50 / p99)."""
+    parts = [f"{name} {_ms(summary[key])}" for name, key in (("base", "base_rtt_s"), ("p50", "rtt_p50_s"),
+                                                            ("p99", "rtt_p99_s")) if summary.get(key)]
+    return ", ".join(parts) or "-"
+
+
 def _disruption(h: dict) -> str:
     d = h["worst_disruption"]
     return "-" if d["s"] is None else f"{d['kind']} {_ms(d['s'])} ({d['what']})"

@@ -156,6 +156,11 @@ class Connection:
         m = self._tx.rtt.min_rtt
         return m if m != float("inf") else None
 
+    @property
+    def rtt_histogram(self) -> dict[int, int]:
+        """Every RTT sample so far, counted by :func:`.cc.rtt_bucket` (read-only)."""
+        return self._tx.rtt.hist
+
     def bad_paths(self) -> list[Hashable]:
         """Paths (``ev_path`` keys; EVs without ``ev_path``) known bad and being probed."""
         return self._evs.bad_paths()

@@ -15,6 +15,8 @@ from mrclab.agent.control import ProtocolError, parse_request
 from mrclab.agent.host import Agent
 from mrclab.agent.mrc import MrcDatapath, configure, mss_for_mtu
 from mrclab.agent.payload import POOL_BYTES, Payloads
+from mrclab.metrics.results import PACKET_KEYS, PATH_KEYS
+from mrclab.transport.cc import rtt_quantile
 from mrclab.transport.wire import MRC_UDP_PORT
 from tests.fakes import InboxSocket
 
@@ -150,12 +152,15 @@ def test_mrc_datapath_moves_and_verifies_messages():
         {m: (s, True, 0, 9) for m, s in sizes.items()}
     assert not [e for e in events[0] + events[3] if e["event"] == "failed"]
     stats = dps[0].stats()
-    assert set(stats) == {"counters", "ev_states", "last_send", "base_rtt_s"}
+    assert set(stats) == {"counters", "ev_states", "last_send", "base_rtt_s", "rtt_hist"}
     assert STAT_COUNTERS <= set(stats["counters"])
+    assert set(PACKET_KEYS + PATH_KEYS) <= set(stats["counters"])  # everything results.json sums
     assert stats["counters"]["bytes_sent"] == sum(sizes.values())
     assert stats["counters"]["messages_sent"] == 3 and stats["counters"]["messages_completed"] == 3
     assert dps[3].stats()["counters"]["bytes_verified"] == sum(sizes.values())
     assert stats["base_rtt_s"] is not None and stats["base_rtt_s"] > 0
+    hist = {int(b): n for b, n in stats["rtt_hist"].items()}  # one count per SACK's RTT sample
+    assert sum(hist.values()) > 0 and rtt_quantile(hist, 0.0) == pytest.approx(stats["base_rtt_s"], rel=0.03)
     # 1 MiB over 64 EVs: every EV carried data, and every one of the 4 paths both ways
     assert len(stats["last_send"]["3"]) == configure({}, 9000, False).ev_count
     assert {(s, d) for s, d, _, _ in wire.paths} == {(0, 3), (3, 0)}

@@ -133,7 +133,7 @@ def make_run(path, kind="mrc", aborted=False, fidelity_ok=True, name="link-failu
                             "p100": max(durations), "mean": round(sum(durations) / len(durations), 6)},
             "goodput_bps": round(delivered * 8 / wall, 1), "goodput_fraction": round(ideal_step * len(steps) / wall, 4),
             "ideal_time_s": round(ideal_step * len(steps), 6), "workload_time_s": round(wall, 6),
-            "base_rtt_s": 0.00031,
+            "base_rtt_s": 0.00031, "rtt_p50_s": 0.00082, "rtt_p99_s": 0.0041,
             "messages": {"sent": len(messages), "completed": sum(1 for r in messages if r[6] == "completed"),
                          "failed": sum(1 for r in messages if r[6] != "completed")},
             "bytes": {"sent": sum(r[3] for r in messages), "delivered": delivered, "verified": delivered},
