@@ -24,7 +24,7 @@ a queue building, and a 5-to-1 incast then trims most of its packets (514 of 772
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 RTT_BUCKETS_PER_OCTAVE = 16  # buckets 4.4% wide: a quantile read off them is within 2.2% of a sample's
 
