@@ -18,9 +18,10 @@ from pathlib import Path
 from . import timeline
 from .agents import Agents, effective_options
 from .metrics import avoid, expectations, results
-from .metrics.fidelity import CpuSampler
+from .metrics.fidelity import CpuSampler, latency_split
 from .runstate import RunState
 from .spec import Scenario
+from .transport.cc import rtt_mean
 from .workload import ideal_step_seconds, step_transfers
 
 log = logging.getLogger("mrclab.runner")
@@ -287,11 +288,15 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
                 else:
                     outcome = execution.run()
                 links = fabric.link_counters()
+                stats = agents.call_all("stats")
                 wall = outcome.t_end - outcome.t0
+                summary = results.summary(outcome, stats)
                 fidelity = sampler.stop(emulator_drops=sum(link["emulator_drops"] for link in links),
                                         goodput_fraction=sum(outcome.ideal_s[:len(outcome.steps)]) / wall
-                                        if outcome.steps and wall > 0 else None)
-                doc = _document(scenario, state.run_id, started_at, outcome, agents.call_all("stats"), agents.samples,
+                                        if outcome.steps and wall > 0 else None,
+                                        latency=latency_split(rtt_mean(results.rtt_histogram(stats)),
+                                                              summary["base_rtt_s"], *fabric.queue_waits()))
+                doc = _document(scenario, state.run_id, started_at, outcome, summary, agents.samples,
                                 links, fabric.controller_stats(), fidelity)
             finally:
                 agents.stop()
@@ -314,7 +319,7 @@ def _message_rows(o: Outcome) -> list[list]:
     return rows
 
 
-def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome, agent_stats: dict,
+def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome, summary: dict,
               agents_samples: dict, links: list[dict], controller: dict, fidelity: dict) -> dict:
     topo = scenario.topology
     events = [{k: v for k, v in record.items() if not k.startswith("_")} for record in outcome.fired]
@@ -332,7 +337,7 @@ def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome
         "transport_options": effective_options(scenario),
         "started_at": started_at, "duration_s": round(outcome.t_end - outcome.t0, 6),
         "steps": outcome.steps,
-        "summary": results.summary(outcome, agent_stats),
+        "summary": summary,
         "events": events,
         "unfired_events": outcome.unfired,
         "ev_changes": outcome.ev_changes,

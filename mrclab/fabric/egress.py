@@ -70,12 +70,15 @@ class PortCounters(NamedTuple):
     trims: int
     loss_drops: int
     blackhole_drops: int
+    queued_ns: int  # summed over bulk packets passed: how long each waited for the bytes ahead of it
+    ctl_packets: int  # high-priority packets passed (MRC control, headers trimmed upstream)
+    ctl_queued_ns: int  # ... and how long each waited for the frame in transmission (at most one MTU)
 
 
 class _Cfg(ctypes.Structure):  # struct port_cfg
     _fields_ = [("rate_bytes_per_s", ctypes.c_uint64), ("loss_threshold", ctypes.c_uint64),
                 ("queue_bytes", ctypes.c_uint32), ("trim", ctypes.c_uint8), ("blackhole", ctypes.c_uint8),
-                ("pad", ctypes.c_uint8 * 2)]
+                ("mtu", ctypes.c_uint16)]
 
 
 _Stats = ctypes.c_uint64 * len(PortCounters._fields)  # struct port_stats, one per CPU
@@ -176,6 +179,7 @@ class Egress:
             port = _Port(len(self._ports) + 1, netns_pid, rate_bps, rate_bps, mtu, _Cfg())
         port.netns_pid, port.rate_bps, port.current_rate_bps, port.mtu = netns_pid, rate_bps, rate_bps, mtu
         port.cfg.rate_bytes_per_s, port.cfg.queue_bytes, port.cfg.trim = rate_bps // 8, queue_bytes, int(trim)
+        port.cfg.mtu = min(mtu + 14, 0xFFFF)  # a frame: the MTU plus its Ethernet header
         port.cfg.loss_threshold = port.cfg.blackhole = 0
         self._write_cfg(port)  # before the filter exists, so its first packet sees the config
         self._ports[ifname] = port

@@ -140,8 +140,24 @@ class Faults:
             dead = self._dead_drops.get(ifname, 0) + (total - self._down_at[ifname] if ifname in self._down_at else 0)
             rows.append({"link": link.name, "from": node, "to": peer, "tx_packets": c.tx_packets,
                          "tx_bytes": c.tx_bytes, "drops": c.drops + dead, "trims": c.trims,
-                         "emulator_drops": total - dead})
+                         "emulator_drops": total - dead, "queued_s": round(c.queued_ns * 1e-9, 6)})
         return rows
+
+    def queue_waits(self) -> tuple[float, float]:
+        """Seconds a packet waited per port on average, in the emulated links' own queues: (data and other
+        bulk packets, behind the bytes ahead of them; high-priority packets, behind the frame being sent)."""
+        totals = [0, 0, 0, 0]
+        for link in self.topology.links:
+            for node, peer in ((link.a, link.b), (link.b, link.a)):
+                c = self.egress.counters(self.layout.ifname(node, peer))
+                for i, value in enumerate((c.queued_ns, c.tx_packets - c.ctl_packets - c.trims, c.ctl_queued_ns,
+                                           c.ctl_packets)):
+                    totals[i] += value
+        return _mean(totals[0], totals[1]), _mean(totals[2], totals[3])
+
+
+def _mean(total: int, count: int) -> float:
+    return total * 1e-9 / count if count else 0.0
 
 
 def _ip_batch(lines: list[str], netns_pid: int | None = None) -> None:

@@ -209,6 +209,9 @@ class Fabric:
     def link_counters(self) -> list[dict]:
         return self.faults.link_counters()
 
+    def queue_waits(self) -> tuple[float, float]:
+        return self.faults.queue_waits()
+
     def controller_stats(self) -> dict:
         """results.json `controller`: flow-mods at boot and after it (static routing: always 0), and the
         reconvergences of a routing that has them."""

@@ -14,6 +14,14 @@ Two honest signals, sampled from /proc while the workload runs:
 A third signal is exact rather than sampled: packets ovs-vswitchd itself failed to send
 (`emulator_drops`). The emulated network never made those losses, yet an MRC sender
 reads them as path failures.
+The fourth is the RTT under load (`latency_split`): what the agents measured on average,
+against what the emulated network accounts for - the base RTT plus the time packets waited
+in the links' own queues, which the egress program adds up per port. The rest is the
+emulator's: ovs-vswitchd and the kernel forwarding late because the CPU is busy. When that
+rest is more than `EMULATOR_RTT_LIMIT` times the network's own RTT, reaction times
+(avoid_s) and the congestion window are set by the CPU, whatever the throughput says. Below
+that the split is reported, not flagged: the default lab's ring workloads sit near half and
+half, and a verdict that flips from run to run on noise would tell nothing.
 Any one makes `fidelity.ok` false and the notes say which, with the figures.
 """
 from __future__ import annotations
@@ -29,6 +37,20 @@ WINDOW_S = 0.2  # 20 clock ticks: a busy share resolved to 5%
 SATURATED_PCT = 90.0
 SATURATED_SHARE = 0.25
 TICKS = os.sysconf("SC_CLK_TCK")
+EMULATOR_RTT_LIMIT = 2.0
+PATH_HOPS = 4  # egress ports on every path of a two-tier Clos: host NIC, leaf up, spine down, leaf down
+
+
+def latency_split(rtt_mean_s: float | None, base_rtt_s: float | None, data_wait_s: float,
+                  control_wait_s: float) -> dict | None:
+    """The mean RTT under load in three parts: the base RTT, the emulated links' queueing (a data packet's
+    waits on its way out, its SACK's on the way back, each a per-port mean), and the emulator's own delay;
+    None without RTT samples (TCP agents report none)."""
+    if rtt_mean_s is None or base_rtt_s is None:
+        return None
+    links = PATH_HOPS * (data_wait_s + control_wait_s)
+    return {"rtt_mean_s": round(rtt_mean_s, 6), "base_s": round(base_rtt_s, 6), "links_s": round(links, 6),
+            "emulator_s": round(max(0.0, rtt_mean_s - base_rtt_s - links), 6)}
 
 
 def _machine_ticks() -> tuple[int, int]:
@@ -84,7 +106,8 @@ class CpuSampler:
             self._windows += 1
             t, ticks = t1, ticks1
 
-    def stop(self, emulator_drops: int = 0, goodput_fraction: float | None = None) -> dict:
+    def stop(self, emulator_drops: int = 0, goodput_fraction: float | None = None,
+             latency: dict | None = None) -> dict:
         self._done.set()
         self._thread.join()
         t0, (busy0, total0), threads0 = self._start
@@ -99,7 +122,7 @@ class CpuSampler:
                 hottest, hottest_pct = key, pct
         share = max(self._saturated.values(), default=0) / self._windows if self._windows else 0.0
         most = max(self._saturated, key=self._saturated.get, default=hottest)
-        self._result = verdict(machine, hottest, hottest_pct, emulator_drops, goodput_fraction, most, share)
+        self._result = verdict(machine, hottest, hottest_pct, emulator_drops, goodput_fraction, most, share, latency)
         return self._result
 
 
@@ -108,7 +131,7 @@ NETWORK_BUSY_FRACTION = 0.7
 
 def verdict(machine_pct: float, hottest: str | None, hottest_pct: float, emulator_drops: int = 0,
             goodput_fraction: float | None = None, saturated_thread: str | None = None,
-            saturated_share: float = 0.0) -> dict:
+            saturated_share: float = 0.0, latency: dict | None = None) -> dict:
     """A busy CPU alone does not prove the CPU set the pace: ovs-vswitchd's one forwarding thread
     polls ~200 ports and stays busy at any link rate. It did when the CPU was saturated *and* the
     workload got well short of what the emulated links allow (`goodput_fraction`, the ideal
@@ -128,12 +151,23 @@ def verdict(machine_pct: float, hottest: str | None, hottest_pct: float, emulato
         reach = "" if goodput_fraction is None else f" while the workload reached only {goodput_fraction:.0%} of line rate"
         notes.append("; ".join(saturated) + reach + ": the CPU, not the emulated network, set the pace; "
                      "lower link rates or fewer hosts")
+    if latency is not None:
+        split = (f"RTT under load {latency['rtt_mean_s'] * 1e3:.1f} ms on average: {latency['base_s'] * 1e3:.1f} ms "
+                 f"base, {latency['links_s'] * 1e3:.1f} ms queueing in the emulated links, "
+                 f"{latency['emulator_s'] * 1e3:.1f} ms added by the emulator itself")
+        if latency["emulator_s"] > EMULATOR_RTT_LIMIT * (latency["base_s"] + latency["links_s"]):
+            notes.append(split + f" (limit {EMULATOR_RTT_LIMIT:g}x the network's): the CPU, not the emulated "
+                                 "network, set the round trip, so reaction times (avoid_s) and the congestion "
+                                 "window are the CPU's; lower link rates or fewer hosts")
     ok = not notes
     if ok:
         notes.append(f"machine CPU {machine_pct:.0f}% busy, hottest thread {hottest or '-'} at {hottest_pct:.0f}%"
                      f" (saturated in {saturated_share:.0%} of windows)"
                      + (f", network {goodput_fraction:.0%} of line rate" if goodput_fraction is not None else "")
                      + ": the emulated network, not the CPU, set the pace")
+        if latency is not None:
+            notes.append(split)
     return {"cpu_busy_pct": round(machine_pct, 1), "hottest_thread": hottest,
             "hottest_thread_pct": round(hottest_pct, 1), "saturated_thread": saturated_thread,
-            "saturated_share": round(saturated_share, 3), "emulator_drops": emulator_drops, "ok": ok, "notes": notes}
+            "saturated_share": round(saturated_share, 3), "emulator_drops": emulator_drops,
+            **({"latency": latency} if latency is not None else {}), "ok": ok, "notes": notes}

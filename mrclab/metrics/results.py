@@ -12,6 +12,15 @@ PACKET_KEYS = ("data_sent", "retransmitted", "trimmed", "timeouts", "nacks", "pr
 PATH_KEYS = ("paths_retired", "paths_restored", "retirements_undone", "paths_held")
 
 
+def rtt_histogram(agent_stats: dict) -> dict[int, int]:
+    """Every RTT sample of the run (MRC agents; TCP ones report none), by bucket."""
+    hist: dict[int, int] = {}
+    for stats in agent_stats.values():
+        for bucket, n in stats.get("rtt_hist", {}).items():
+            hist[int(bucket)] = hist.get(int(bucket), 0) + n
+    return hist
+
+
 def percentile(values: list[float], q: float) -> float:
     """Linear interpolation between closest ranks (numpy's default), so p100 is the max."""
     if not values:
@@ -32,10 +41,7 @@ def summary(outcome, agent_stats: dict[str, dict]) -> dict:
     completed = sum(1 for k in outcome.posted if outcome.status(k) == "completed")
     counters = [s.get("counters", {}) for s in agent_stats.values()]
     rtts = sorted(s["base_rtt_s"] for s in agent_stats.values() if s.get("base_rtt_s"))
-    hist: dict[int, int] = {}  # every RTT sample of the run (MRC agents), to read avoid_s in loaded RTTs
-    for s in agent_stats.values():
-        for bucket, n in s.get("rtt_hist", {}).items():
-            hist[int(bucket)] = hist.get(int(bucket), 0) + n
+    hist = rtt_histogram(agent_stats)  # to read avoid_s in loaded RTTs
     loaded = {q: rtt_quantile(hist, q / 100) for q in (50, 99)}
     return {
         "step_time_s": {"p50": round(percentile(durations, 50), 6), "p99": round(percentile(durations, 99), 6),

@@ -48,6 +48,14 @@ def rtt_quantile(hist: Mapping[int, int], q: float) -> float | None:
     raise AssertionError("unreachable: the last bucket holds the largest rank")
 
 
+def rtt_mean(hist: Mapping[int, int]) -> float | None:
+    """The mean of the samples ``hist`` counted (bucket middles), None for no samples."""
+    total = sum(hist.values())
+    if not total:
+        return None
+    return sum(n * 2 ** ((b + 0.5) / RTT_BUCKETS_PER_OCTAVE) for b, n in hist.items()) * 1e-6 / total
+
+
 class RttEstimator:
     """Smoothed RTT and variance (RFC 6298) plus the minimum, which stands for the base RTT, and a histogram
     of every sample (``hist``: :func:`rtt_bucket` -> count), for the RTT under load a run reports."""

@@ -82,8 +82,9 @@ class Receiver:
             counters.malformed += 1  # contradicts the packets of this message that came before
             return
         psn = cum + rel
-        if self._pending and psn < self._high - (SACK_BITS - 1):
-            self._sack(now)  # far behind the newest: report what is pending before the bitmap must move for it
+        far = psn < self._high - (SACK_BITS - 1)  # behind the newest 64: only a SACK of its own can report it
+        if far and self._pending:
+            self._sack(now)  # report what is pending before the bitmap moves back for it
         if psn > self._high:
             self._high = psn
         bits = self._bits | (1 << rel)
@@ -101,7 +102,7 @@ class Receiver:
         counters.bytes_received += length
         self._note(d, reply_ev, now)
         self._pending += 1
-        urgent = False
+        urgent = far
         if d.flags & ECN_CE:
             self._ecn += 1
             urgent = True

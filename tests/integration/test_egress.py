@@ -194,6 +194,8 @@ def test_incast_trims_and_counters_match_receiver(veth):
     assert got["trimmed"] == c.trims
     assert got["full"] + got["trimmed"] == c.tx_packets == 3200
     assert c.tx_bytes == got["full"] * FRAME + got["trimmed"] * TRIMMED_FRAME
+    wait = c.queued_ns / (c.tx_packets - c.trims) / 1e9  # a full buffer drains in 65536 * 8 / RATE = 26 ms
+    assert 0.010 < wait <= 65536 * 8 / RATE
 
 
 def test_sender_below_rate_never_trims(veth):
@@ -230,6 +232,9 @@ def test_mrc_control_and_trimmed_headers_take_the_priority_class(veth):
     for kind in ("sack", "trimmed", "data"):
         got, c = run(veth, senders=1, pps=500, count=50, size=PACKET if kind == "data" else 48, kind=kind)
         assert c.tx_packets == 50 and c.trims == c.drops == 0
+        assert c.ctl_packets == (50 if kind != "data" else 0)
+        # 2 ms apart, each gone in 0.6 ms: nothing waits long, unless the sender's timer bunches two
+        assert c.queued_ns + c.ctl_queued_ns < 50 * FRAME * 8 / RATE * 1e9 / 4
     after = class_bytes(veth)
     assert after["1:10"] - before["1:10"] == 100 * TRIMMED_FRAME
     assert after["1:20"] - before["1:20"] == 50 * FRAME

@@ -80,6 +80,20 @@ def test_fidelity_verdict():
                             saturated_share=1.0)["ok"]
 
 
+def test_fidelity_tells_the_emulators_delay_from_the_networks():
+    """Per port, data waited 1 ms and SACKs 0.25 ms: over a path's 4 ports and back, 5 ms of the links'
+    queueing. With a 4 ms base RTT, a 27 ms mean leaves 18 ms to the emulator: reported, not flagged
+    (under 2x the network's 9 ms); a 30 ms mean leaves 21 ms: the CPU set the round trip."""
+    split = fidelity.latency_split(0.027, 0.004, 0.001, 0.00025)
+    assert split == {"rtt_mean_s": 0.027, "base_s": 0.004, "links_s": 0.005, "emulator_s": 0.018}
+    gray = fidelity.verdict(60.0, "ovs-vswitchd/12", 70.0, goodput_fraction=0.5, latency=split)
+    assert gray["ok"] and gray["latency"] == split and "18.0 ms added by the emulator itself" in gray["notes"][-1]
+    cpu = fidelity.verdict(60.0, "ovs-vswitchd/12", 70.0, goodput_fraction=0.5,
+                           latency=fidelity.latency_split(0.030, 0.004, 0.001, 0.00025))
+    assert not cpu["ok"] and "set the round trip" in cpu["notes"][0]
+    assert fidelity.latency_split(None, None, 0.0, 0.0) is None  # TCP agents sample no RTTs
+
+
 def test_cpu_sampler_sees_a_busy_thread():
     import os
     import threading

@@ -37,7 +37,7 @@ struct port_cfg {
 	__u32 queue_bytes;
 	__u8 trim;
 	__u8 blackhole;
-	__u8 pad[2];
+	__u16 mtu;  // the largest frame, which a high-priority packet may find in transmission
 };
 
 struct port_queue {
@@ -48,7 +48,7 @@ struct port_queue {
 };
 
 struct port_stats {
-	__u64 tx_packets, tx_bytes, drops, trims, loss_drops, blackhole_drops;
+	__u64 tx_packets, tx_bytes, drops, trims, loss_drops, blackhole_drops, queued_ns, ctl_packets, ctl_queued_ns;
 };
 
 struct {
@@ -158,7 +158,7 @@ int egress(struct __sk_buff *skb)
 	struct port_stats *s = bpf_map_lookup_elem(&stats, &port);
 	enum verdict v = DROP;
 	enum kind k;
-	__u64 now, elapsed, drained;
+	__u64 now, elapsed, drained, ahead = 0;
 
 	if (!c || !q || !s || !c->rate_bytes_per_s || skb->priority == PRIO_HIGH)
 		return TC_ACT_OK;  // not a configured port, or a packet this program trimmed already
@@ -183,10 +183,12 @@ int egress(struct __sk_buff *skb)
 		q->last_ns = now;
 	if (k == CONTROL) {
 		if (q->backlog + len <= 2ULL * c->queue_bytes) {  // the header queue (below)
+			ahead = q->backlog < c->mtu ? q->backlog : c->mtu;  // at most the frame being sent
 			q->backlog += len;
 			v = PASS;
 		}
 	} else if (q->backlog == 0 || q->backlog + len <= c->queue_bytes) {
+		ahead = q->backlog;  // what it waits behind
 		q->backlog += len;
 		v = PASS;
 	} else if (k == DATA && c->trim && q->backlog + TRIMMED_LEN <= 2ULL * c->queue_bytes) {
@@ -208,9 +210,19 @@ int egress(struct __sk_buff *skb)
 		s->drops += segs;
 		return DROP_SILENTLY;
 	}
-	skb->priority = k == CONTROL ? PRIO_HIGH : PRIO_BULK;
 	s->tx_packets += segs;
 	s->tx_bytes += len;
+	// How long the packet waits for the bytes ahead of it to drain (a high-priority one: for the frame
+	// in transmission): the emulated network's own queueing, which the run sets against the RTTs the
+	// agents measure to tell the network's delay from the emulator's.
+	if (k == CONTROL) {
+		skb->priority = PRIO_HIGH;
+		s->ctl_packets++;
+		s->ctl_queued_ns += ahead * NSEC_PER_SEC / c->rate_bytes_per_s;
+	} else {
+		skb->priority = PRIO_BULK;
+		s->queued_ns += segs * (ahead * NSEC_PER_SEC / c->rate_bytes_per_s);
+	}
 	return TC_ACT_OK;
 }
 
