@@ -2,7 +2,9 @@
 
 Two honest signals, sampled from /proc while the workload runs:
 - the whole machine's busy share (all CPUs): past `MACHINE_BUSY_LIMIT` there is no idle
-  time left, so any queueing seen may be CPU queueing, not network queueing;
+  time left, so any queueing seen may be CPU queueing, not network queueing (where the
+  agents measured RTTs, it counts only if the latency split below shows that it was: the
+  emulator's own delay more than half of the RTT);
 - the hottest single thread among the processes that move packets (ovs-vswitchd's
   threads, every agent): one that is saturated is a serial bottleneck even when the
   machine as a whole still has idle time. Saturated means busy for at least
@@ -141,7 +143,9 @@ def verdict(machine_pct: float, hottest: str | None, hottest_pct: float, emulato
         notes.append(f"ovs-vswitchd dropped {emulator_drops} packets it could not send (socket buffer or CPU): "
                      "losses the emulated network never made")
     saturated = []
-    if machine_pct >= MACHINE_BUSY_LIMIT:
+    # A busy machine may delay packets; where RTTs were measured, the split says whether it did.
+    cpu_delayed = latency is None or latency["emulator_s"] > latency["base_s"] + latency["links_s"]
+    if machine_pct >= MACHINE_BUSY_LIMIT and cpu_delayed:
         saturated.append(f"machine CPU {machine_pct:.0f}% busy (limit {MACHINE_BUSY_LIMIT:.0f}%)")
     if saturated_share >= SATURATED_SHARE:
         saturated.append(f"thread {saturated_thread} saturated (>= {SATURATED_PCT:.0f}% of a core) in "

@@ -92,6 +92,11 @@ def test_fidelity_tells_the_emulators_delay_from_the_networks():
                            latency=fidelity.latency_split(0.030, 0.004, 0.001, 0.00025))
     assert not cpu["ok"] and "set the round trip" in cpu["notes"][0]
     assert fidelity.latency_split(None, None, 0.0, 0.0) is None  # TCP agents sample no RTTs
+    # a machine at 92% whose round trips the links explain: busy, but it delayed nothing
+    explained = fidelity.latency_split(0.0046, 0.0009, 0.0008, 0.0001)
+    assert explained["emulator_s"] == 0.0001
+    assert fidelity.verdict(92.0, "ovs-vswitchd/12", 70.0, goodput_fraction=0.5, latency=explained)["ok"]
+    assert not fidelity.verdict(92.0, "ovs-vswitchd/12", 70.0, goodput_fraction=0.5, latency=split)["ok"]
 
 
 def test_cpu_sampler_sees_a_busy_thread():
