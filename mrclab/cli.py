@@ -157,7 +157,8 @@ def print_summary(doc: dict, target: Path) -> None:
     for column in ("check", "expected", "actual", ""):
         checks.add_column(column)
     for c in doc["expectations"]:
-        checks.add_row(c["name"], str(c["expected"]), str(c["actual"]), "[green]ok[/]" if c["ok"] else "[red]FAILED[/]")
+        checks.add_row(c["name"], str(c["expected"]), "not measured" if c["actual"] is None else str(c["actual"]),
+                       "[green]ok[/]" if c["ok"] else "[red]FAILED[/]")
     if doc["expectations"]:
         out.print(checks)
     out.print(f"results in {target}/")

@@ -204,7 +204,8 @@ class Execution:
                 record["rate"] = action.rate
             o.fired.append(record)
             event = self.s.events[action.event_index]
-            if action.action in timeline.CLEARS and event.action == action.action:
+            tracked = action.action in timeline.CLEARS and event.action == action.action
+            if tracked and avoid.measurable(self.s.routing):
                 record["_t_mono"] = t
                 self.open_faults[action.target] = record
             self._track_active(action)

@@ -12,6 +12,12 @@ from ..spec import Topology
 from ..spec.topology import parse_node
 
 
+def measurable(routing: str) -> bool:
+    """avoid_s needs the path each EV took, which only source routing fixes: under ECMP the
+    fabric hashes a packet to a path its sender cannot see (the step stall shows the outage)."""
+    return routing == "static-srv6"
+
+
 def path_hits(topo: Topology, target: str, src: int, dst: int, plane: int, spine: int) -> bool:
     """Does the path src -> dst on (plane, spine) cross the link or switch named `target`?"""
     leaf_s, leaf_d = topo.plan.leaf_of(src), topo.plan.leaf_of(dst)

@@ -51,7 +51,8 @@ def test_revive_is_the_first_path_through_the_repair_brought_back():
 def results(failed=0, p50=1.0, p100=1.5, goodput=0.7, avoid_s=(0.002,), mods=0, ok=True):
     return {"summary": {"messages": {"failed": failed}, "step_time_s": {"p50": p50, "p100": p100},
                         "goodput_fraction": goodput},
-            "events": [{"avoid_s": a} for a in avoid_s], "controller": {"flow_mods_after_boot": mods},
+            "events": [{"action": "link_down", "avoid_s": a} for a in avoid_s],
+            "controller": {"flow_mods_after_boot": mods},
             "fidelity": {"ok": ok}}
 
 
@@ -62,6 +63,12 @@ def test_expectations_pass_and_fail_with_bounds():
     bad = expectations.evaluate(expect, results(failed=2, p100=3.0, goodput=0.4, avoid_s=(0.2,), mods=4, ok=False))
     assert [c["ok"] for c in bad] == [False] * 6
     assert bad[1]["actual"] == 3.0
+    # ECMP: the fabric hashed the paths, so no avoid_s was measured; the check cannot pass on nothing
+    ecmp = results()
+    del ecmp["events"][0]["avoid_s"]
+    assert expectations.evaluate({"max_avoid_s": 0.05}, ecmp) == [
+        {"name": "max_avoid_s", "expected": 0.05, "actual": None, "ok": False}]
+    assert avoid.measurable("static-srv6") and not avoid.measurable("ecmp-reconverge")
 
 
 def test_fidelity_verdict():
