@@ -2,8 +2,8 @@
 
 Each port gets ``htb`` at its rate with two leaves: 1:10 (strict priority: MRC's small
 packets, i.e. trimmed headers, SACKs, NACKs and probes, as a switch serves them from a
-high-priority queue) and 1:20 (everything else), each behind a bfifo much deeper than the modelled buffer, so HTB
-never drops on its own. A ``clsact`` egress filter runs ``bpf/egress.c``, which keeps a
+high-priority queue) and 1:20 (everything else), each behind a bfifo much deeper than the
+modelled buffer, so HTB never drops on its own. A ``clsact`` egress filter runs ``bpf/egress.c``, which keeps a
 *virtual queue* per port (backlog bytes draining at the port rate): a packet that would
 overflow it is trimmed to its MRC header if it is MRC DATA and trimming is on, else dropped.
 The same program applies loss and blackhole faults from a config map, so a fault is one map
@@ -36,8 +36,10 @@ wire length, and a virtual queue drops one whole, so a host NIC carrying TCP wan
 deeper than TCP's small-queue budget (about 1 MiB). Trimmed packets add only their trimmed
 size to the backlog, up to a second queue's worth (a real switch's header queue is finite
 too), and so do the other high-priority packets. A header trimmed upstream is told by its
-TRIMMED flag, since every hop through OVS's userspace datapath starts from a fresh skb. The drain computation caps elapsed time at one second, so a queue holding more than a
-second of traffic drains slightly late.
+TRIMMED flag, since every hop through OVS's userspace datapath starts from a fresh skb. The
+drain computation caps elapsed time at one second, so a queue holding more than a second of
+traffic drains slightly late. Each port also sums how long its packets waited in the virtual
+queue (``queued_ns``, ``ctl_queued_ns``): the network's own queueing, for fidelity.
 """
 from __future__ import annotations
 

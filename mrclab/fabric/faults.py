@@ -146,14 +146,15 @@ class Faults:
     def queue_waits(self) -> tuple[float, float]:
         """Seconds a packet waited per port on average, in the emulated links' own queues: (data and other
         bulk packets, behind the bytes ahead of them; high-priority packets, behind the frame being sent)."""
-        totals = [0, 0, 0, 0]
+        waited = bulk = ctl_waited = ctl = 0
         for link in self.topology.links:
             for node, peer in ((link.a, link.b), (link.b, link.a)):
                 c = self.egress.counters(self.layout.ifname(node, peer))
-                for i, value in enumerate((c.queued_ns, c.tx_packets - c.ctl_packets - c.trims, c.ctl_queued_ns,
-                                           c.ctl_packets)):
-                    totals[i] += value
-        return _mean(totals[0], totals[1]), _mean(totals[2], totals[3])
+                waited += c.queued_ns
+                bulk += c.tx_packets - c.ctl_packets - c.trims
+                ctl_waited += c.ctl_queued_ns
+                ctl += c.ctl_packets
+        return _mean(waited, bulk), _mean(ctl_waited, ctl)
 
 
 def _mean(total: int, count: int) -> float:

@@ -34,6 +34,10 @@ def rtt_bucket(sample: float) -> int:
     return int(math.log2(sample * 1e6) * RTT_BUCKETS_PER_OCTAVE) if sample > 1e-6 else 0
 
 
+def _middle(bucket: int) -> float:
+    return 2 ** ((bucket + 0.5) / RTT_BUCKETS_PER_OCTAVE) * 1e-6
+
+
 def rtt_quantile(hist: Mapping[int, int], q: float) -> float | None:
     """The ``q`` quantile (0 to 1) of the samples ``hist`` counted, as its bucket's geometric middle; None
     for no samples. Histograms add up, so one quantile serves a whole run of agents and connections."""
@@ -44,7 +48,7 @@ def rtt_quantile(hist: Mapping[int, int], q: float) -> float | None:
     for bucket in sorted(hist):
         seen += hist[bucket]
         if seen > rank:
-            return 2 ** ((bucket + 0.5) / RTT_BUCKETS_PER_OCTAVE) * 1e-6
+            return _middle(bucket)
     raise AssertionError("unreachable: the last bucket holds the largest rank")
 
 
@@ -53,7 +57,7 @@ def rtt_mean(hist: Mapping[int, int]) -> float | None:
     total = sum(hist.values())
     if not total:
         return None
-    return sum(n * 2 ** ((b + 0.5) / RTT_BUCKETS_PER_OCTAVE) for b, n in hist.items()) * 1e-6 / total
+    return sum(n * _middle(b) for b, n in hist.items()) / total
 
 
 class RttEstimator:
