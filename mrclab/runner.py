@@ -79,13 +79,20 @@ class Outcome:
     posted: dict = field(default_factory=dict)        # (conn, msg) -> size
     posted_at: dict = field(default_factory=dict)     # (conn, msg) -> monotonic time
     delivered: dict = field(default_factory=dict)     # (conn, msg) -> (t, bytes, verified)
-    completed: set = field(default_factory=set)
+    completed: dict = field(default_factory=dict)     # (conn, msg) -> monotonic time its sender saw it acknowledged
     failed: dict = field(default_factory=dict)        # (conn, msg) -> reason
     fired: list = field(default_factory=list)         # [{t_s, action, target, event_index, ...}]
     unfired: list = field(default_factory=list)       # events placed after the workload ended
     ev_changes: list = field(default_factory=list)    # [{t_s, host, peer, ev, old, new}]
     sample_times: dict = field(default_factory=dict)  # round -> t_s
     aborted: str | None = None
+
+    def finished_at(self, keys) -> float | None:
+        """When the last of these messages was delivered *and* acknowledged to its sender: the step is over
+        only then, since the next one cannot start before (a lost acknowledgement stalls it as surely as
+        lost data). None when none was delivered."""
+        ends = [max(self.delivered[k][0], self.completed.get(k, 0.0)) for k in keys if k in self.delivered]
+        return max(ends, default=None)
 
     def status(self, key) -> str:
         """"completed" (delivered, verified and acknowledged), "failed", or "unfinished" (still out)."""
@@ -154,7 +161,7 @@ class Execution:
             self._drain_events()
             self._fire_due()
             self._sample_due()
-        last = max((o.delivered[k][0] for k in keys if k in o.delivered), default=time.monotonic())
+        last = o.finished_at(keys) or time.monotonic()
         o.steps.append({"index": step, "start_s": round(start - o.t0, 6), "duration_s": round(last - start, 6)})
         p.last_step_s = last - start
         return True
@@ -181,7 +188,7 @@ class Execution:
                 if not e["verified"]:
                     o.failed[key] = "bytes did not match what was sent"
             elif kind == "completed":
-                o.completed.add(key)
+                o.completed[key] = e["t"]
             elif kind == "failed":
                 o.failed[key] = e.get("reason", "failed")
             elif kind == "ev_state":

@@ -140,11 +140,13 @@ def test_a_message_still_out_when_the_run_stops_counts_as_failed():
     o = Outcome(t0=0.0, t_end=1.0, steps=[{"index": 0, "start_s": 0.0, "duration_s": 0.5}], ideal_s=[0.25])
     o.posted = {(1, 0): 100, (2, 0): 100, (3, 0): 100}
     o.delivered = {(1, 0): (0.5, 100, True), (3, 0): (0.6, 100, True)}
-    o.completed = {(1, 0)}          # (3, 0) delivered but never acknowledged: still out
+    o.completed = {(1, 0): 0.7}     # (3, 0) delivered but never acknowledged: still out
     o.failed = {(2, 0): "retries_exhausted"}
     assert [o.status(k) for k in sorted(o.posted)] == ["completed", "failed", "unfinished"]
     s = results_mod.summary(o, {})
     assert s["messages"] == {"sent": 3, "completed": 1, "failed": 2}
+    # a step ends when its last message is delivered and acknowledged: (1, 0)'s acknowledgement at 0.7
+    assert o.finished_at([(1, 0), (3, 0)]) == 0.7 and o.finished_at([(2, 0)]) is None
     assert s["bytes"] == {"sent": 300, "delivered": 200, "verified": 200}
 
 
