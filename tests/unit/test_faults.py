@@ -41,3 +41,19 @@ def test_the_cable_is_read_while_up_so_every_send_into_it_while_down_is_the_faul
     faults.apply("link_up", "p0l0-p0s1")
     assert [what.split()[0] for what, _ in calls] == ["read", "ip", "ip", "read"]  # down: read first; up: last
     assert set(faults._dead_drops.values()) == {7} and not faults._down_at
+
+
+def test_queue_waits_are_per_port_means_of_bulk_and_high_priority_packets(monkeypatch):
+    """Every port of the fabric sent 10 packets: 2 high priority (waited 1 ms each) and 1 trimmed (not
+    counted as bulk); the other 7 bulk packets waited 21 ms between them, 3 ms each on average."""
+    from mrclab.fabric.egress import PortCounters
+
+    class Egress:
+        def counters(self, ifname):
+            return PortCounters(tx_packets=10, tx_bytes=0, drops=0, trims=1, loss_drops=0, blackhole_drops=0,
+                                queued_ns=21_000_000, ctl_packets=2, ctl_queued_ns=2_000_000)
+
+    faults, _, _ = _faults(monkeypatch)
+    faults.egress = Egress()
+    data, control = faults.queue_waits()
+    assert abs(data - 0.003) < 1e-12 and abs(control - 0.001) < 1e-12
