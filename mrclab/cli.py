@@ -125,7 +125,7 @@ def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], as_json:
 
 
 def print_summary(doc: dict, target: Path) -> None:
-    from .report.summary import rtt_text
+    from .report.summary import actual_text, rtt_text
     for u in doc.get("unfired_events", []):
         err.print(f"[yellow]event {u['event_index']} ({u['action']} {u['target']} at {u['t_s']:g} s) never fired: "
                   f"the workload ended at {doc['duration_s']:g} s[/yellow]")
@@ -157,8 +157,7 @@ def print_summary(doc: dict, target: Path) -> None:
     for column in ("check", "expected", "actual", ""):
         checks.add_column(column)
     for c in doc["expectations"]:
-        checks.add_row(c["name"], str(c["expected"]), "not measured" if c["actual"] is None else str(c["actual"]),
-                       "[green]ok[/]" if c["ok"] else "[red]FAILED[/]")
+        checks.add_row(c["name"], str(c["expected"]), actual_text(c), "[green]ok[/]" if c["ok"] else "[red]FAILED[/]")
     if doc["expectations"]:
         out.print(checks)
     out.print(f"results in {target}/")

@@ -144,7 +144,8 @@ def verdict(machine_pct: float, hottest: str | None, hottest_pct: float, emulato
                      "losses the emulated network never made")
     saturated = []
     # A busy machine may delay packets; where RTTs were measured, the split says whether it did.
-    cpu_delayed = latency is None or latency["emulator_s"] > latency["base_s"] + latency["links_s"]
+    network_rtt = None if latency is None else latency["base_s"] + latency["links_s"]
+    cpu_delayed = latency is None or latency["emulator_s"] > network_rtt
     if machine_pct >= MACHINE_BUSY_LIMIT and cpu_delayed:
         saturated.append(f"machine CPU {machine_pct:.0f}% busy (limit {MACHINE_BUSY_LIMIT:.0f}%)")
     if saturated_share >= SATURATED_SHARE:
@@ -159,7 +160,7 @@ def verdict(machine_pct: float, hottest: str | None, hottest_pct: float, emulato
         split = (f"RTT under load {latency['rtt_mean_s'] * 1e3:.1f} ms on average: {latency['base_s'] * 1e3:.1f} ms "
                  f"base, {latency['links_s'] * 1e3:.1f} ms queueing in the emulated links, "
                  f"{latency['emulator_s'] * 1e3:.1f} ms added by the emulator itself")
-        if latency["emulator_s"] > EMULATOR_RTT_LIMIT * (latency["base_s"] + latency["links_s"]):
+        if latency["emulator_s"] > EMULATOR_RTT_LIMIT * network_rtt:
             notes.append(split + f" (limit {EMULATOR_RTT_LIMIT:g}x the network's): the CPU, not the emulated "
                                  "network, set the round trip, so reaction times (avoid_s) and the congestion "
                                  "window are the CPU's; lower link rates or fewer hosts")

@@ -88,7 +88,7 @@ def _expectations_table(run: Run) -> str:
     if not checks:
         return '<p class="missing">The scenario sets no expectations.</p>'
     return _table(["check", "expected", "actual", "verdict"],
-                  [[escape(c["name"]), escape(str(c["expected"])), escape("not measured" if c["actual"] is None else str(c["actual"])), _verdict(c["ok"])]
+                  [[escape(c["name"]), escape(str(c["expected"])), escape(summary.actual_text(c)), _verdict(c["ok"])]
                    for c in checks])
 
 

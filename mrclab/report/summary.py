@@ -62,6 +62,11 @@ def rtt_text(summary: dict) -> str:
     return ", ".join(parts) or "-"
 
 
+def actual_text(check: dict) -> str:
+    """An expectation's measured figure as shown, or why there is none."""
+    return "not measured" if check["actual"] is None else str(check["actual"])
+
+
 def _disruption(h: dict) -> str:
     d = h["worst_disruption"]
     return "-" if d["s"] is None else f"{d['kind']} {_ms(d['s'])} ({d['what']})"
