@@ -18,7 +18,6 @@ if [ "${#missing[@]}" -gt 0 ]; then
   echo "provision: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  # policy-rc.d keeps package scripts from starting services we start ourselves below.
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
@@ -35,7 +34,8 @@ fi
 wmem=$((16 << 20))
 [ "$(sysctl -n net.core.wmem_max)" -ge "$wmem" ] || sysctl -q -w net.core.wmem_max="$wmem"
 [ "$(sysctl -n net.core.wmem_default)" -ge "$wmem" ] || sysctl -q -w net.core.wmem_default="$wmem"
-ovs_sndbuf() { ss -0 -m -p 2>/dev/null | grep -A1 '"ovs-vswitchd"' | grep -o 'tb[0-9]*' | head -1 | tr -d tb; }
+# (empty, not a failure, when ovs-vswitchd has no packet socket yet: none before the first bridge)
+ovs_sndbuf() { { ss -0 -m -p 2>/dev/null | grep -A1 '"ovs-vswitchd"' | grep -o 'tb[0-9]*' | head -1 | tr -d tb; } || true; }
 if ovs-vsctl --timeout=2 show >/dev/null 2>&1 && [ -z "$(ovs-vsctl list-br)" ]; then
   tb=$(ovs_sndbuf)
   if [ -n "$tb" ] && [ "$tb" -lt "$wmem" ]; then
