@@ -5,6 +5,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,13 +48,85 @@ def ovs() -> Row:
                PROVISION)
 
 
-def datapath() -> Row:
-    if kernel_datapath_available():
-        return Row("datapath", True, "kernel (openvswitch module loaded)")
+def ovs_userspace_available() -> bool:
     result = _run(["ovs-vsctl", "--timeout=3", "get", "Open_vSwitch", ".", "datapath_types"])
-    ok = result is not None and "netdev" in result.stdout
-    return Row("datapath", ok, "userspace (netdev); no openvswitch kernel module, slower but works" if ok
-               else "neither the kernel module nor the netdev datapath is available", PROVISION)
+    return result is not None and "netdev" in result.stdout
+
+
+# The probe: a host namespace sends a UDP datagram to fcbb:0:1000:4000::, a router namespace's
+# seg6local End (next-csid) shifts it to fcbb:0:4000::, the host's own address, and routes it back.
+# Zero UDP checksums (UDP_NO_CHECK6_*): the kernel's shift leaves the checksum of the carrier.
+_PROBE_RECEIVE = """
+import socket
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_UDP, 101, 1)
+s.setsockopt(socket.SOL_UDP, 102, 1)
+s.bind(("fcbb:0:4000::", 4793))
+s.settimeout(1.0)
+s.sendto(b"mrclab probe", ("fcbb:0:1000:4000::", 4793))
+data, peer = s.recvfrom(64)
+print("ok" if data == b"mrclab probe" else "wrong")
+"""
+
+
+def linux_srv6_probe() -> tuple[bool, str]:
+    """Whether this kernel forwards the fabric's uSID carriers with seg6local End (next-csid), tried on
+    one router between two throwaway namespaces (removed again)."""
+    host, router = f"mrclabchk{os.getpid()}h", f"mrclabchk{os.getpid()}r"
+    made = []
+    try:
+        for ns in (host, router):
+            if _run(["ip", "netns", "add", ns]) is None:
+                return False, "cannot create network namespaces"
+            made.append(ns)
+        steps = [
+            ["ip", "-n", router, "link", "add", "name", "p0", "address", "02:00:00:00:10:00", "type", "veth",
+             "peer", "name", "p1", "address", "02:00:00:00:40:00", "netns", host],
+            ["ip", "-n", router, "link", "add", "name", "a0", "type", "veth", "peer", "name", "a1"],
+            ["ip", "netns", "exec", router, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"],
+            ["ip", "-n", router, "-batch", "-"],
+            ["ip", "-n", host, "-batch", "-"],
+        ]
+        batches = {3: "link set dev p0 up\nlink set dev a0 up\nlink set dev a1 up\n"
+                      "neigh replace fe80::1 lladdr 02:00:00:00:40:00 dev p0 nud permanent\n"
+                      "route replace fcbb:0:1000::/48 encap seg6local action End flavors next-csid lblen 32 "
+                      "nflen 16 dev a0\nroute replace fcbb:0:4000::/48 via fe80::1 dev p0\n",
+                   4: "link set dev lo up\nlink set dev p1 up\naddr add fcbb:0:4000::/128 dev p1 nodad\n"
+                      "neigh replace fe80::1 lladdr 02:00:00:00:10:00 dev p1 nud permanent\n"
+                      "route replace fcbb:0::/32 via fe80::1 dev p1\n"}
+        for i, cmd in enumerate(steps):
+            result = subprocess.run(cmd, input=batches.get(i), capture_output=True, text=True, timeout=5)
+            if result.returncode != 0:
+                return False, f"{' '.join(cmd[:6])}: {(result.stderr.strip() or 'failed').splitlines()[-1]}"
+        result = _run(["ip", "netns", "exec", host, sys.executable, "-c", _PROBE_RECEIVE])
+        if result is None or result.stdout.strip() != "ok":
+            return False, "the probe router did not pass a shifted uSID packet"
+        return True, "a probe router shifted and forwarded a uSID packet"
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return False, str(e)
+    finally:
+        for ns in made:
+            _run(["ip", "netns", "del", ns])
+
+
+def auto_datapath() -> tuple[str, str]:
+    """(`ovs` or `linux`, why): what `datapath: auto` runs on this machine."""
+    if kernel_datapath_available():
+        return "ovs", "the openvswitch kernel module is loaded: OVS's kernel datapath"
+    ok, detail = linux_srv6_probe()
+    if ok:
+        return "linux", f"no openvswitch kernel module, and the kernel's SRv6 works ({detail})"
+    return "ovs", f"userspace OVS, the last resort: no openvswitch kernel module, and kernel SRv6 failed ({detail})"
+
+
+def datapath() -> Row:
+    """Which datapath `auto` picks and why; a lab can run if either datapath can."""
+    if os.geteuid() != 0:
+        return Row("datapath", False, "needs root to probe", "run with sudo")
+    name, why = auto_datapath()
+    ok = name == "linux" or kernel_datapath_available() or ovs_userspace_available()
+    return Row("datapath", ok, f"auto -> {name}: {why}" if ok
+               else "neither kernel SRv6, the OVS kernel module nor OVS's userspace datapath works", PROVISION)
 
 
 def _qdisc_works(kind: list[str]) -> bool:

@@ -20,6 +20,7 @@ from . import check as check_mod
 from . import runstate
 from .errors import EnvironmentNotReady, ExpectationFailed, MrclabError, UsageError
 from .spec import topology as topology_mod
+from .spec.scenario import DATAPATHS
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -200,20 +201,22 @@ def compare(run_dirs: tuple[str, ...], plot_file: str, as_json: bool) -> None:
 
 @topo.command("verify")
 @click.argument("file")
+@click.option("--datapath", type=click.Choice(DATAPATHS), default="auto", show_default=True,
+              help="The switches: OVS bridges, Linux SRv6 routers, or what this machine runs best.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def topo_verify(file: str, as_json: bool) -> None:
+def topo_verify(file: str, datapath: str, as_json: bool) -> None:
     """Build the fabric, probe every (src, dst, plane, spine) path, check each arrives through its spine, tear down."""
     from .fabric.verify import verify_topology
 
     t = topology_mod.load(file)
     require_environment()
-    doc = verify_topology(t)
+    doc = verify_topology(t, datapath=datapath)
     if as_json:
         emit_json(doc)
     else:
         timings = doc["timings_s"]
         table = Table(title=f"{t.name}: {doc['ok_paths']}/{doc['paths']} paths ok",
-                      caption=f"{doc['datapath']} datapath; build {timings['build']:.1f}s, "
+                      caption=f"{doc['datapath_detail']}; build {timings['build']:.1f}s, "
                               f"verify {timings['verify']:.1f}s, teardown {timings['teardown']:.1f}s")
         for column in ("spine", "paths", "arrived", "through spine, ok"):
             table.add_column(column, justify="right")

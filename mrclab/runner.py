@@ -281,7 +281,9 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
     log.info("run %s: scenario %s, out %s", state.run_id, scenario.source, out_dir)
     try:
         with terminate_as_exception(), Fabric(scenario.topology, state, out_dir, routing=scenario.routing,
-                                              convergence_delay=scenario.convergence_delay_s) as fabric:
+                                              convergence_delay=scenario.convergence_delay_s,
+                                              datapath=scenario.datapath, seed=scenario.seed) as fabric:
+            log.info("datapath %s: %s", fabric.datapath.name, fabric.datapath_detail)
             try:
                 agents.start(scenario, {h: fabric.host(h) for h in scenario.workload.hosts}, state, out_dir)
                 if not agents.warm(warm_pairs(scenario)):
@@ -305,7 +307,8 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
                                         latency=latency_split(rtt_mean(results.rtt_histogram(stats)),
                                                               summary["base_rtt_s"], *fabric.queue_waits()))
                 doc = _document(scenario, state.run_id, started_at, outcome, summary, agents.samples,
-                                links, fabric.controller_stats(), fidelity)
+                                links, fabric.controller_stats(), fidelity,
+                                datapath=(fabric.datapath.name, fabric.datapath_detail))
             finally:
                 agents.stop()
     finally:
@@ -328,7 +331,8 @@ def _message_rows(o: Outcome) -> list[list]:
 
 
 def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome, summary: dict,
-              agents_samples: dict, links: list[dict], controller: dict, fidelity: dict) -> dict:
+              agents_samples: dict, links: list[dict], controller: dict, fidelity: dict, *,
+              datapath: tuple[str, str]) -> dict:
     topo = scenario.topology
     events = [{k: v for k, v in record.items() if not k.startswith("_")} for record in outcome.fired]
     for event in events:
@@ -341,7 +345,8 @@ def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome
         "scenario": {"name": scenario.name, "file": scenario.source},
         "topology": {"name": topo.name, "planes": topo.planes, "leaves": topo.leaves, "spines": topo.spines,
                      "hosts": topo.hosts},
-        "transport": scenario.transport, "routing": scenario.routing, "seed": scenario.seed,
+        "transport": scenario.transport, "routing": scenario.routing,
+        "datapath": datapath[0], "datapath_detail": datapath[1], "seed": scenario.seed,
         "transport_options": effective_options(scenario),
         "started_at": started_at, "duration_s": round(outcome.t_end - outcome.t0, 6),
         "steps": outcome.steps,

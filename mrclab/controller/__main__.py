@@ -1,8 +1,10 @@
 """Controller process entry: ``python -m mrclab.controller --app static_srv6 --port P --layout F --stats F --log F
-[--convergence-delay S]``.
+[--convergence-delay S] [--datapath ovs|linux --netns F]``.
 
-os-ken 4.x has no osken-manager, so this sets os_ken's CONF (listening on 127.0.0.1
-only) and runs the app in-process; eventlet's monkey-patching stays in this process.
+For OVS: os-ken 4.x has no osken-manager, so this sets os_ken's CONF (listening on 127.0.0.1
+only) and runs the app in-process; eventlet's monkey-patching stays in this process. For
+Linux routers (``--datapath linux``): `kernel` installs routes through the namespaces named
+in ``--netns`` (switch -> pid) and watches them; no OpenFlow, no port.
 """
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ APPS = {"static_srv6": "mrclab.controller.static_srv6", "ecmp_reconverge": "mrcl
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m mrclab.controller")
     parser.add_argument("--app", choices=sorted(APPS), default="static_srv6")
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--datapath", choices=("ovs", "linux"), default="ovs")
+    parser.add_argument("--port", type=int, help="OpenFlow port on 127.0.0.1 (ovs)")
+    parser.add_argument("--netns", help="JSON file: switch -> pid of a process in its network namespace (linux)")
     parser.add_argument("--layout", required=True)
     parser.add_argument("--stats", required=True)
     parser.add_argument("--log", required=True)
@@ -24,6 +28,12 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(filename=args.log, level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.datapath == "linux":
+        from .kernel import main as kernel_main
+
+        kernel_main(layout_path=args.layout, netns_path=args.netns, app=args.app, stats_path=args.stats,
+                    convergence_delay=args.convergence_delay)
+        return
 
     from os_ken import cfg
     from os_ken.base.app_manager import AppManager

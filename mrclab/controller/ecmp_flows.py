@@ -82,15 +82,25 @@ def members(uplinks: list[int], live: list[bool]) -> Members:
     return tuple(table)
 
 
-def leaf_members(layout: Layout, leaf: str, dead: DeadLinks) -> dict[int, Members]:
-    """Destination leaf index -> member table of `leaf`, for every other leaf of its plane."""
+def spine_liveness(layout: Layout, leaf: str, dead: DeadLinks) -> dict[int, list[tuple[str, bool]]]:
+    """Destination leaf index -> (spine, whether `leaf` still reaches that leaf through it), in spine
+    order, for every other leaf of `leaf`'s plane."""
     plan = plan_of(layout)
     _, plane, own = parse_node(leaf)
     spines = [f"p{plane}s{i}" for i in range(plan.spines)]
-    uplinks = [layout.port(leaf, spine).number for spine in spines]
-    return {remote: members(uplinks, [(leaf, s) not in dead and (f"p{plane}l{remote}", s) not in dead
-                                      for s in spines])
+    return {remote: [(s, (leaf, s) not in dead and (f"p{plane}l{remote}", s) not in dead) for s in spines]
             for remote in range(plan.leaves) if remote != own}
+
+
+def live_spines(layout: Layout, leaf: str, dead: DeadLinks) -> dict[int, list[str]]:
+    """Destination leaf index -> the spines through which `leaf` still reaches it."""
+    return {remote: [s for s, ok in row if ok] for remote, row in spine_liveness(layout, leaf, dead).items()}
+
+
+def leaf_members(layout: Layout, leaf: str, dead: DeadLinks) -> dict[int, Members]:
+    """Destination leaf index -> member table of `leaf`, for every other leaf of its plane."""
+    return {remote: members([layout.port(leaf, s).number for s, _ in row], [ok for _, ok in row])
+            for remote, row in spine_liveness(layout, leaf, dead).items()}
 
 
 def member_flow(remote: int, slot: int, port: int | None) -> Flow:

@@ -34,22 +34,31 @@ class Controller:
     """One controller process for one run; its files live in `directory`."""
 
     def __init__(self, state: RunState, layout: Layout, directory: Path, app: str = "static_srv6",
-                 convergence_delay: float = 2.0) -> None:
+                 convergence_delay: float = 2.0, *, datapath: str = "ovs", netns: dict[str, int] | None = None) -> None:
+        """`datapath` "ovs": an os-ken app on an OpenFlow port of 127.0.0.1; "linux": the kernel route
+        controller, reaching each router through `netns` (switch -> pid of a process in its namespace)."""
         self.state, self.layout, self.app = state, layout, app
-        self.port = free_port()
         directory.mkdir(parents=True, exist_ok=True)
         self.layout_path = directory / "layout.json"
         self.stats_path = directory / "controller-stats.json"
         self.log_path = directory / "controller.log"
         self.layout_path.write_text(json.dumps(layout.to_dict()))
         self.stats_path.unlink(missing_ok=True)
+        argv = [sys.executable, "-m", "mrclab.controller", "--app", app, "--datapath", datapath,
+                "--layout", str(self.layout_path), "--stats", str(self.stats_path), "--log", str(self.log_path),
+                "--convergence-delay", str(convergence_delay)]
+        self.port = None
+        if datapath == "linux":
+            netns_path = directory / "netns.json"
+            netns_path.write_text(json.dumps(netns))
+            argv += ["--netns", str(netns_path)]
+        else:
+            self.port = free_port()
+            argv += ["--port", str(self.port)]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "mrclab.controller", "--app", app, "--port", str(self.port),
-                 "--layout", str(self.layout_path), "--stats", str(self.stats_path), "--log", str(self.log_path),
-                 "--convergence-delay", str(convergence_delay)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
+            self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                                            start_new_session=True)
         state.add_process(self.process.pid, f"controller {app}")
 
     @property
@@ -58,10 +67,6 @@ class Controller:
 
     def stats(self) -> dict[str, Any] | None:
         return stats.read(self.stats_path)
-
-    def wait_listening(self, timeout: float = 20.0) -> None:
-        """Until the app has loaded (it writes its first stats on start-up)."""
-        self._wait(lambda doc: doc is not None, timeout, "start")
 
     def wait_programmed(self, timeout: float = 30.0) -> None:
         """Until every switch has answered the barrier after its boot flows."""

@@ -75,12 +75,18 @@ class PortCounters(NamedTuple):
     queued_ns: int  # summed over bulk packets passed: how long each waited for the bytes ahead of it
     ctl_packets: int  # high-priority packets passed (MRC control, headers trimmed upstream)
     ctl_queued_ns: int  # ... and how long each waited for the frame in transmission (at most one MTU)
+    cut_drops: int  # sent into the cable while it was cut (a link or switch down)
+
+
+# port_cfg.csum_mode: L4 checksums over the carrier (OVS rewrites them at every hop), or over the
+# final destination (kernel End shifts leave them alone), which a host NIC then makes them.
+CSUM_CARRIER, CSUM_FINAL, CSUM_MAKE_FINAL = 0, 1, 2
 
 
 class _Cfg(ctypes.Structure):  # struct port_cfg
     _fields_ = [("rate_bytes_per_s", ctypes.c_uint64), ("loss_threshold", ctypes.c_uint64),
                 ("queue_bytes", ctypes.c_uint32), ("trim", ctypes.c_uint8), ("blackhole", ctypes.c_uint8),
-                ("mtu", ctypes.c_uint16)]
+                ("mtu", ctypes.c_uint16), ("cut", ctypes.c_uint8), ("csum_mode", ctypes.c_uint8)]
 
 
 _Stats = ctypes.c_uint64 * len(PortCounters._fields)  # struct port_stats, one per CPU
@@ -171,7 +177,7 @@ class Egress:
         self.close()
 
     def attach(self, ifname: str, rate_bps: int, queue_bytes: int, mtu: int, trim: bool,
-               netns_pid: int | None = None) -> None:
+               netns_pid: int | None = None, *, csum_mode: int = CSUM_CARRIER) -> None:
         """Shape ``ifname`` (in ``netns_pid``'s network namespace, else the root one) and run the program on it."""
         port = self._ports.get(ifname)
         first = port is None
@@ -182,7 +188,8 @@ class Egress:
         port.netns_pid, port.rate_bps, port.current_rate_bps, port.mtu = netns_pid, rate_bps, rate_bps, mtu
         port.cfg.rate_bytes_per_s, port.cfg.queue_bytes, port.cfg.trim = rate_bps // 8, queue_bytes, int(trim)
         port.cfg.mtu = min(mtu + 14, 0xFFFF)  # a frame: the MTU plus its Ethernet header
-        port.cfg.loss_threshold = port.cfg.blackhole = 0
+        port.cfg.loss_threshold = port.cfg.blackhole = port.cfg.cut = 0
+        port.cfg.csum_mode = csum_mode
         self._write_cfg(port)  # before the filter exists, so its first packet sees the config
         self._ports[ifname] = port
         # HTB and clsact cannot be replaced in place, so attaching again changes what they hold.
@@ -206,6 +213,12 @@ class Egress:
     def set_blackhole(self, ifname: str, on: bool) -> None:
         port = self._port(ifname)
         port.cfg.blackhole = int(on)
+        self._write_cfg(port)
+
+    def set_cut(self, ifname: str, on: bool) -> None:
+        """The port's cable is cut (or mended): what is sent into it is dropped and counted."""
+        port = self._port(ifname)
+        port.cfg.cut = int(on)
         self._write_cfg(port)
 
     def set_rate(self, ifname: str, rate_bps: int) -> None:

@@ -1,14 +1,16 @@
 """Faults on links and switches, and per-direction link counters; none of it talks to the controller.
 
-A link goes down by setting both of its interfaces down (`ip link set dev X down`; the
-host end inside the host's namespace), never with Mininet's configLinkStatus, which
-downs every parallel link between two nodes. A switch goes down by downing every one
-of its ports; its flows, and every other switch's, stay as they are: static routes do
-not reconverge, senders route around. Loss, blackhole, rate and restore go to the
-egress program of both directions of a link.
+Interfaces are downed by name (`ip link set dev X down`; a host's end inside the host's
+namespace), never with Mininet's configLinkStatus, which downs every parallel link between
+two nodes. A switch goes down as all of its cables do; its routes, and every other
+switch's, stay as they are: static routes do not reconverge, senders route around. Loss,
+blackhole, rate and restore go to the egress program of both directions of a link. How a
+cable is cut depends on the datapath: `OvsFaults` downs both of its interfaces; `LinuxFaults`
+downs only what receives from it (see `layout`), so that the routers keep their routes.
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from typing import Any
@@ -20,21 +22,115 @@ from .layout import Layout
 
 
 class Faults:
+    """What every datapath's faults share: the egress faults, the timeline's entry point and the counters.
+    A datapath's subclass cuts and mends cables (`link_down`, `link_up`, `switch_down`, `switch_up`) and
+    says which of a port's lost packets were the fault's and which the emulator's (`_lost`)."""
+
     def __init__(self, topology: Topology, layout: Layout, egress, host_pids: dict[str, int]) -> None:
         self.topology, self.layout, self.egress, self.host_pids = topology, layout, egress, host_pids
-        # OVS counts a send into a downed cable as tx_dropped: those are the fault's losses, not the
-        # emulator's. Per switch port: the count when it went down, and what accrued while it was down.
-        self._down_at: dict[str, int] = {}
-        self._dead_drops: dict[str, int] = {}
-        self._ofports = {p.ifname: (sw.bridge, p.number) for sw in layout.switches.values()
-                              for p in sw.ports.values()}
 
     def _link(self, name: str) -> Link:
         return self.topology.link(name)
 
+    def link_down(self, link: str) -> float:
+        raise NotImplementedError
+
+    def link_up(self, link: str) -> float:
+        raise NotImplementedError
+
+    def switch_down(self, switch: str) -> float:
+        raise NotImplementedError
+
+    def switch_up(self, switch: str) -> float:
+        raise NotImplementedError
+
+    def _lost(self, ifnames: list[str]) -> dict[str, tuple[int, int]]:
+        """Per port: (packets sent into the cut cable that the egress program did not count, packets the
+        emulator itself failed to send)."""
+        raise NotImplementedError
+
     def _ends(self, link: Link) -> list[tuple[str, str]]:
         """(node, its interface) for both ends of a link."""
         return [(node, self.layout.ifname(node, peer)) for node, peer in ((link.a, link.b), (link.b, link.a))]
+
+    def loss(self, link: str, p: float) -> None:
+        for _, ifname in self._ends(self._link(link)):
+            self.egress.set_loss(ifname, p)
+
+    def blackhole(self, link: str, on: bool) -> None:
+        for _, ifname in self._ends(self._link(link)):
+            self.egress.set_blackhole(ifname, on)
+
+    def rate(self, link: str, rate_bps: int) -> None:
+        for _, ifname in self._ends(self._link(link)):
+            self.egress.set_rate(ifname, rate_bps)
+
+    def restore(self, link: str) -> None:
+        """Configured rate, no loss, no blackhole (the link's up/down state is left alone)."""
+        for _, ifname in self._ends(self._link(link)):
+            self.egress.restore(ifname)
+
+    def apply(self, action: str, target: str, rate: float | None = None) -> float:
+        """A scenario event by its SPEC action name; `rate` is the loss probability or the link rate.
+        Returns the monotonic time the fabric changed, which `avoid_s` and `revive_s` count from."""
+        if action in ("link_down", "link_up", "switch_down", "switch_up"):
+            return getattr(self, action)(target)
+        t = time.monotonic()
+        if action == "loss":
+            self.loss(target, rate or 0.0)
+        elif action == "rate":
+            self.rate(target, int(rate))
+        elif action == "blackhole":
+            self.blackhole(target, True)
+        elif action == "restore":
+            self.restore(target)
+        else:
+            raise ValueError(f"unknown fabric action {action!r}")
+        return t
+
+    def link_counters(self) -> list[dict[str, Any]]:
+        """One row per link direction, as results.json `links` wants it: what left `from` towards `to`.
+
+        `drops` include what was sent into the cable while it was cut. `emulator_drops` are packets
+        the emulator itself failed to send (see `_lost`): not the emulated network's, they make a run
+        untrustworthy."""
+        rows = []
+        ports = {self.layout.ifname(node, peer): (link, node, peer) for link in self.topology.links
+                 for node, peer in ((link.a, link.b), (link.b, link.a))}
+        lost = self._lost(list(ports))
+        for ifname, (link, node, peer) in ports.items():
+            c = self.egress.counters(ifname)
+            dead, emulator = lost.get(ifname, (0, 0))
+            rows.append({"link": link.name, "from": node, "to": peer, "tx_packets": c.tx_packets,
+                         "tx_bytes": c.tx_bytes, "drops": c.drops + c.cut_drops + dead, "trims": c.trims,
+                         "emulator_drops": emulator, "queued_s": round(c.queued_ns * 1e-9, 6)})
+        return rows
+
+    def queue_waits(self) -> tuple[float, float]:
+        """Seconds a packet waited per port on average, in the emulated links' own queues: (data and other
+        bulk packets, behind the bytes ahead of them; high-priority packets, behind the frame being sent)."""
+        waited = bulk = ctl_waited = ctl = 0
+        for link in self.topology.links:
+            for node, peer in ((link.a, link.b), (link.b, link.a)):
+                c = self.egress.counters(self.layout.ifname(node, peer))
+                waited += c.queued_ns
+                bulk += c.tx_packets - c.ctl_packets - c.trims
+                ctl_waited += c.ctl_queued_ns
+                ctl += c.ctl_packets
+        return _mean(waited, bulk), _mean(ctl_waited, ctl)
+
+
+class OvsFaults(Faults):
+    """Both ends of a cable go down; OVS counts a send into it as tx_dropped, read while the cable is up
+    (before it goes down, after it comes back) so that every such send is the fault's, not the emulator's."""
+
+    def __init__(self, topology: Topology, layout: Layout, egress, host_pids: dict[str, int]) -> None:
+        super().__init__(topology, layout, egress, host_pids)
+        # Per switch port: the count when it went down, and what accrued while it was down.
+        self._down_at: dict[str, int] = {}
+        self._dead_drops: dict[str, int] = {}
+        self._ofports = {p.ifname: (sw.bridge, p.number) for sw in layout.switches.values()
+                         for p in sw.ports.values()}
 
     def _cables(self, ends: list[tuple[str, str]]) -> dict[str, tuple[str, int]]:
         """Every switch port that cannot send while these interfaces are down (theirs and their peers'),
@@ -89,76 +185,102 @@ class Faults:
     def switch_up(self, switch: str) -> float:
         return self._set_state(self._switch_ports(switch), "up")
 
-    def loss(self, link: str, p: float) -> None:
-        for _, ifname in self._ends(self._link(link)):
-            self.egress.set_loss(ifname, p)
+    def _lost(self, ifnames: list[str]) -> dict[str, tuple[int, int]]:
+        total = ovs.tx_dropped({name: self._ofports[name] for name in ifnames if name in self._ofports})
+        out = {}
+        for ifname, count in total.items():
+            dead = self._dead_drops.get(ifname, 0) + (count - self._down_at[ifname] if ifname in self._down_at else 0)
+            out[ifname] = (dead, count - dead)
+        return out
 
-    def blackhole(self, link: str, on: bool) -> None:
-        for _, ifname in self._ends(self._link(link)):
-            self.egress.set_blackhole(ifname, on)
 
-    def rate(self, link: str, rate_bps: int) -> None:
-        for _, ifname in self._ends(self._link(link)):
-            self.egress.set_rate(ifname, rate_bps)
+class LinuxFaults(Faults):
+    """A cut downs what receives from the cable: both receive interfaces of a switch-to-switch cable
+    (each router's sending end then loses carrier and keeps its routes), or the host's NIC of a host
+    cable (the leaf's port loses carrier and keeps its route to the host; the host's own route goes
+    with its NIC and comes back with it). Every port sending into a cut cable is marked in the egress
+    program first, which counts what is sent into it and drops it, so `drops` holds exactly the
+    fault's losses; what the kernel itself fails to send (a veth whose peer's backlog is full) is the
+    emulator's."""
 
-    def restore(self, link: str) -> None:
-        """Configured rate, no loss, no blackhole (the link's up/down state is left alone)."""
-        for _, ifname in self._ends(self._link(link)):
-            self.egress.restore(ifname)
+    def __init__(self, topology: Topology, layout: Layout, egress, host_pids: dict[str, int],
+                 switch_pids: dict[str, int]) -> None:
+        super().__init__(topology, layout, egress, host_pids)
+        self.switch_pids = switch_pids
 
-    def apply(self, action: str, target: str, rate: float | None = None) -> float:
-        """A scenario event by its SPEC action name; `rate` is the loss probability or the link rate.
-        Returns the monotonic time the fabric changed, which `avoid_s` and `revive_s` count from."""
-        if action in ("link_down", "link_up", "switch_down", "switch_up"):
-            return getattr(self, action)(target)
+    def _set_cables(self, links: list[Link], state: str) -> float:
+        batches: dict[int, list[str]] = {}
+        senders = []
+        for link in links:
+            if link.kind == "host":
+                nic = self.layout.hosts[link.a].nics[link.plane]
+                lines = [f"link set dev {nic.ifname} {state}"] + (nic_lines(nic) if state == "up" else [])
+                batches.setdefault(self.host_pids[link.a], []).extend(lines)
+                senders.append(nic.leaf_ifname)
+            else:
+                for node, peer in ((link.a, link.b), (link.b, link.a)):
+                    port = self.layout.port(node, peer)
+                    batches.setdefault(self.switch_pids[node], []).append(f"link set dev {port.receive_ifname} {state}")
+                    senders.append(port.ifname)
+        if state == "down":
+            for ifname in senders:
+                self.egress.set_cut(ifname, True)
         t = time.monotonic()
-        if action == "loss":
-            self.loss(target, rate or 0.0)
-        elif action == "rate":
-            self.rate(target, int(rate))
-        elif action == "blackhole":
-            self.blackhole(target, True)
-        elif action == "restore":
-            self.restore(target)
-        else:
-            raise ValueError(f"unknown fabric action {action!r}")
+        _ip_batches(batches)
+        if state == "up":
+            for ifname in senders:
+                self.egress.set_cut(ifname, False)
         return t
 
-    def link_counters(self) -> list[dict[str, Any]]:
-        """One row per link direction, as results.json `links` wants it: what left `from` towards `to`.
+    def _switch_links(self, switch: str) -> list[Link]:
+        return [link for link in self.topology.links if switch in (link.a, link.b)]
 
-        `drops` include what was sent into the cable while it was down. `emulator_drops` are
-        the other packets OVS failed to hand to a switch port (see `ovs.tx_dropped`): not the
-        emulated network's, they make a run untrustworthy."""
-        rows = []
-        ports = {self.layout.ifname(node, peer): (link, node, peer) for link in self.topology.links
-                 for node, peer in ((link.a, link.b), (link.b, link.a))}
-        lost_by_ovs = ovs.tx_dropped({name: self._ofports[name] for name in ports if name in self._ofports})
-        for ifname, (link, node, peer) in ports.items():
-            c = self.egress.counters(ifname)
-            total = lost_by_ovs.get(ifname, 0)
-            dead = self._dead_drops.get(ifname, 0) + (total - self._down_at[ifname] if ifname in self._down_at else 0)
-            rows.append({"link": link.name, "from": node, "to": peer, "tx_packets": c.tx_packets,
-                         "tx_bytes": c.tx_bytes, "drops": c.drops + dead, "trims": c.trims,
-                         "emulator_drops": total - dead, "queued_s": round(c.queued_ns * 1e-9, 6)})
-        return rows
+    def link_down(self, link: str) -> float:
+        return self._set_cables([self._link(link)], "down")
 
-    def queue_waits(self) -> tuple[float, float]:
-        """Seconds a packet waited per port on average, in the emulated links' own queues: (data and other
-        bulk packets, behind the bytes ahead of them; high-priority packets, behind the frame being sent)."""
-        waited = bulk = ctl_waited = ctl = 0
-        for link in self.topology.links:
-            for node, peer in ((link.a, link.b), (link.b, link.a)):
-                c = self.egress.counters(self.layout.ifname(node, peer))
-                waited += c.queued_ns
-                bulk += c.tx_packets - c.ctl_packets - c.trims
-                ctl_waited += c.ctl_queued_ns
-                ctl += c.ctl_packets
-        return _mean(waited, bulk), _mean(ctl_waited, ctl)
+    def link_up(self, link: str) -> float:
+        return self._set_cables([self._link(link)], "up")
+
+    def switch_down(self, switch: str) -> float:
+        return self._set_cables(self._switch_links(switch), "down")
+
+    def switch_up(self, switch: str) -> float:
+        return self._set_cables(self._switch_links(switch), "up")
+
+    def _lost(self, ifnames: list[str]) -> dict[str, tuple[int, int]]:
+        wanted = set(ifnames)
+        dropped = interface_stats(list({*self.switch_pids.values(), *self.host_pids.values()}))
+        return {name: (0, tx_dropped) for name, tx_dropped in dropped.items() if name in wanted}
+
+
+def interface_stats(netns_pids: list[int]) -> dict[str, int]:
+    """tx_dropped of every interface in these network namespaces, one `ip` each, in parallel."""
+    started = [subprocess.Popen(["nsenter", f"--net=/proc/{pid}/ns/net", "ip", "-j", "-s", "link", "show"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for pid in netns_pids]
+    out = {}
+    for process in started:
+        text, _ = process.communicate()
+        for link in json.loads(text or "[]"):
+            out[link["ifname"]] = link.get("stats64", {}).get("tx", {}).get("dropped", 0)
+    return out
 
 
 def _mean(total: int, count: int) -> float:
     return total * 1e-9 / count if count else 0.0
+
+
+def _ip_batches(batches: dict[int, list[str]]) -> None:
+    """One `ip -batch` per network namespace (pid -> lines), all at once."""
+    started = {pid: subprocess.Popen(["nsenter", f"--net=/proc/{pid}/ns/net", "ip", "-batch", "-"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True) for pid in batches}
+    errors = []
+    for pid, process in started.items():
+        _, err = process.communicate("\n".join(batches[pid]) + "\n")
+        if process.returncode != 0:
+            errors.append(f"ip {'; '.join(batches[pid])}: {err.strip()}")
+    if errors:
+        raise RuntimeError(" | ".join(errors))
 
 
 def _ip_batch(lines: list[str], netns_pid: int | None = None) -> None:

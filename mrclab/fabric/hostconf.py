@@ -2,8 +2,9 @@
 
 Hosts speak only the fabric's uSID space: each NIC gets the host's own address on its
 plane (``/128``, no DAD), and the plane's ``/32`` block is routed out of that NIC via
-``fe80::1``, a permanent neighbour with a fixed MAC, so no ND, RA, DAD or link-local
-chatter ever reaches a switch. There is no default route and no IPv4 address, so
+``fe80::1``, a permanent neighbour with the leaf port's MAC (a Linux router accepts only
+frames addressed to it; OVS matches on the IPv6 destination alone), so no ND, RA, DAD or
+link-local chatter ever reaches a switch. There is no default route and no IPv4 address, so
 nothing a host sends can leave the fabric. TX checksum/segmentation offloads are off
 because the userspace datapath does not complete them (TCP breaks otherwise).
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import shlex
 
 from ..addressing import block
-from .layout import GATEWAY_IP, GATEWAY_MAC, HostLayout, Nic
+from .layout import GATEWAY_IP, HostLayout, Nic
 
 # Set before any NIC exists, so the NICs are born with them (addr_gen_mode=1: no link-local).
 SYSCTLS = {
@@ -40,8 +41,13 @@ def nic_lines(nic: Nic) -> list[str]:
     (keep_addr_on_down) but flushes the route and the permanent neighbour."""
     dev = nic.ifname
     return [f"addr replace {nic.address}/128 dev {dev} nodad",
-            f"neigh replace {GATEWAY_IP} lladdr {GATEWAY_MAC} dev {dev} nud permanent",
+            f"neigh replace {GATEWAY_IP} lladdr {nic.leaf_mac} dev {dev} nud permanent",
             f"route replace {block(nic.plane)} via {GATEWAY_IP} dev {dev}"]
+
+
+def batch_script(lines: list[str]) -> str:
+    """A shell command that runs `ip -batch` lines in one process."""
+    return "printf '%s\\n' " + " ".join(shlex.quote(line) for line in lines) + " | ip -batch -"
 
 
 def nic_script(host: HostLayout, mtu: int) -> str:
@@ -49,6 +55,6 @@ def nic_script(host: HostLayout, mtu: int) -> str:
     lines = []
     for nic in host.nics:
         lines += [f"link set dev {nic.ifname} mtu {mtu} up", *nic_lines(nic)]
-    batch = "printf '%s\\n' " + " ".join(shlex.quote(line) for line in lines) + " | ip -batch -"
+    batch = batch_script(lines)
     offloads = " && ".join(f"ethtool -K {nic.ifname} tx off sg off tso off gso off >/dev/null" for nic in host.nics)
     return f"{batch} && {offloads} && echo ok"

@@ -8,6 +8,13 @@ collide, and fits Linux's 15-character limit: a switch port is ``<prefix><switch
 (``mab1p0l1-s2`` on leaf p0l1 towards spine 2, ``mab1p0s2-l1`` back, ``mab1p0l1-h3``
 towards host h3) and host h3's NIC on plane 0 is ``mab1h3-p0``.
 
+A cable between two switches is one veth pair, or, with ``split_cables`` (the Linux
+datapath), two: one per direction, each sending on the port's own interface and landing on
+the peer's receive interface (``<port>r``). Cutting such a cable downs the two receive
+interfaces, which hold no routes, so the sending ends only lose carrier and keep their
+routes, as a router's ports do when a fibre is pulled (an administratively downed interface
+loses its routes in Linux). A host cable is always one pair.
+
 Port numbers are fixed: a leaf's hosts on ports 1..hosts_per_leaf (in host order), then
 its spines; a spine's leaves on ports 1..leaves.
 """
@@ -20,8 +27,7 @@ from ..spec.topology import Topology, parse_node
 
 IFNAMSIZ = 15
 GROUP_BASE = 0x6D000000  # "m" and 24 bits of run id: no other software uses these device groups
-GATEWAY_IP = "fe80::1"            # every host's next hop on every plane; a permanent neighbour entry
-GATEWAY_MAC = "02:00:00:00:00:01"  # leaves match on the IPv6 destination only, so this is never looked up
+GATEWAY_IP = "fe80::1"  # every next hop, on every port and host NIC: a permanent neighbour entry per interface
 
 
 @dataclass(frozen=True)
@@ -32,8 +38,18 @@ class Port:
     ifname: str
     mac: str
     peer: str        # SPEC node name on the other end
-    peer_ifname: str
+    peer_ifname: str  # the interface this one's frames land on
     peer_mac: str
+    rx_ifname: str = ""  # where this switch receives from the peer: `ifname` unless the cable is split
+    rx_mac: str = ""
+
+    @property
+    def split(self) -> bool:
+        return bool(self.rx_ifname) and self.rx_ifname != self.ifname
+
+    @property
+    def receive_ifname(self) -> str:
+        return self.rx_ifname or self.ifname
 
 
 @dataclass(frozen=True)
@@ -55,6 +71,11 @@ class SwitchLayout:
     def index(self) -> int:
         return parse_node(self.name)[2]
 
+    @property
+    def anchor(self) -> str:
+        """A Linux router's interface that no fault ever downs (its peer is ``<anchor>b``): its End route's."""
+        return f"{self.bridge}-a"
+
 
 @dataclass(frozen=True)
 class Nic:
@@ -64,6 +85,7 @@ class Nic:
     address: str     # the host's own address on this plane
     leaf: str
     leaf_ifname: str
+    leaf_mac: str    # the next hop's MAC: a router accepts only frames addressed to it
 
 
 @dataclass(frozen=True)
@@ -101,17 +123,15 @@ class Layout:
             return self.switches[node].ports[peer].ifname
         return self.switches[peer].ports[node].peer_ifname
 
-    def switch_by_dpid(self, dpid: int) -> SwitchLayout:
-        return next(s for s in self.switches.values() if s.dpid == dpid)
-
     @property
     def bridges(self) -> list[str]:
         return [s.bridge for s in self.switches.values()]
 
     @property
     def switch_ifnames(self) -> list[str]:
-        """Every switch-side interface: these live in the root namespace."""
-        return [p.ifname for s in self.switches.values() for p in s.ports.values()]
+        """Every switch-side interface (with OVS, these live in the root namespace)."""
+        return [name for s in self.switches.values() for p in s.ports.values()
+                for name in ((p.ifname, p.rx_ifname) if p.split else (p.ifname,))]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -139,7 +159,10 @@ def dpid(kind: str, plane: int, index: int) -> int:
     return ((1 if kind == "leaf" else 2) << 32) | (plane << 16) | index
 
 
-def build(topology: Topology, prefix: str) -> Layout:
+RX_PORT = 0x8000  # added to a port number for the MAC of its receive interface (split cables)
+
+
+def build(topology: Topology, prefix: str, split_cables: bool = False) -> Layout:
     """The layout of `topology` for the run whose names start with `prefix`."""
     t, plan = topology, topology.plan
     ports: dict[str, dict[str, Port]] = {name: {} for name in t.switch_names}
@@ -150,12 +173,12 @@ def build(topology: Topology, prefix: str) -> Layout:
         nics = []
         for k in range(t.planes):
             leaf = f"p{k}l{leaf_index}"
-            nic = Nic(k, f"{prefix}h{n}-p{k}", host_mac(n, k), str(plan.host_address(k, n)), leaf,
-                      f"{prefix}{leaf}-h{n}")
-            nics.append(nic)
             number = local + 1
-            ports[leaf][f"h{n}"] = Port(number, nic.leaf_ifname, switch_mac(dpids[leaf], number), f"h{n}",
-                                        nic.ifname, nic.mac)
+            nic = Nic(k, f"{prefix}h{n}-p{k}", host_mac(n, k), str(plan.host_address(k, n)), leaf,
+                      f"{prefix}{leaf}-h{n}", switch_mac(dpids[leaf], number))
+            nics.append(nic)
+            ports[leaf][f"h{n}"] = Port(number, nic.leaf_ifname, nic.leaf_mac, f"h{n}", nic.ifname, nic.mac,
+                                        nic.leaf_ifname, nic.leaf_mac)
         hosts[f"h{n}"] = HostLayout(f"h{n}", f"{prefix}h{n}", n, tuple(nics))
     for k in range(t.planes):
         for j in range(t.leaves):
@@ -164,8 +187,15 @@ def build(topology: Topology, prefix: str) -> Layout:
                 leaf_port, spine_port = t.hosts_per_leaf + 1 + i, j + 1
                 leaf_if, spine_if = f"{prefix}{leaf}-s{i}", f"{prefix}{spine}-l{j}"
                 leaf_mac, spine_mac = switch_mac(dpids[leaf], leaf_port), switch_mac(dpids[spine], spine_port)
-                ports[leaf][spine] = Port(leaf_port, leaf_if, leaf_mac, spine, spine_if, spine_mac)
-                ports[spine][leaf] = Port(spine_port, spine_if, spine_mac, leaf, leaf_if, leaf_mac)
+                leaf_rx, spine_rx, leaf_rx_mac, spine_rx_mac = leaf_if, spine_if, leaf_mac, spine_mac
+                if split_cables:
+                    leaf_rx, spine_rx = f"{leaf_if}r", f"{spine_if}r"
+                    leaf_rx_mac = switch_mac(dpids[leaf], RX_PORT + leaf_port)
+                    spine_rx_mac = switch_mac(dpids[spine], RX_PORT + spine_port)
+                ports[leaf][spine] = Port(leaf_port, leaf_if, leaf_mac, spine, spine_rx, spine_rx_mac,
+                                          leaf_rx, leaf_rx_mac)
+                ports[spine][leaf] = Port(spine_port, spine_if, spine_mac, leaf, leaf_rx, leaf_rx_mac,
+                                          spine_rx, spine_rx_mac)
     switches = {name: SwitchLayout(name, f"{prefix}{name}", dpids[name], ports[name]) for name in t.switch_names}
     layout = Layout(prefix, t.to_dict(), switches, hosts)
     for name in [*layout.bridges, *layout.switch_ifnames, *(n.ifname for h in hosts.values() for n in h.nics)]:

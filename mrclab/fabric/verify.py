@@ -6,31 +6,23 @@ host. Probes go out in one batch per spine index: batch i sends, from every host
 every other host on every plane, a datagram to ``plan.path_address(src, dst, plane, i)``.
 A path passes when (a) its probe arrived at dst, addressed to dst's own address on that
 plane (the receiver reads the destination from IPV6_PKTINFO), and (b) during its batch
-the table-0 uSID flow of spine p<k>s<i> counted between "arrived" and "sent" packets of
-plane k while every other spine of plane k counted none. A probe can only reach a host
-after each switch on its way matched its own uSID, and (b) shows which spine that was,
-so spine counters are read once per batch (one ``ovs-ofctl`` per spine, in parallel)
-rather than once per path.
+spine p<k>s<i>'s own-uSID counter (OVS: its table-0 shift flow; Linux: its counted
+seg6local End route) counted between "arrived" and "sent" packets of plane k while every
+other spine of plane k counted none. A probe can only reach a host after each switch on its
+way matched its own uSID, and (b) shows which spine that was, so spine counters are read once
+per batch (one command per spine, in parallel) rather than once per path.
 """
 from __future__ import annotations
 
-import ctypes
 import ipaddress
-import os
 import select
 import socket
-import subprocess
 import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
-from ..controller.flows import COOKIE_SHIFT
-from . import ovs
+from ..netns import entered
 
-REVALIDATOR_INTERVAL = 1.0  # s: OVS's default max-revalidator (500 ms) with a margin
 PORT = 4791  # any port: the sockets live in the fabric's namespaces only
-CLONE_NEWNET = 0x40000000
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 @dataclass(frozen=True)
@@ -51,26 +43,8 @@ class PathResult:
         return {**asdict(self), "ok": self.ok}
 
 
-@contextmanager
-def _netns(pid: int):
-    """Run the body in `pid`'s network namespace (this thread only), then return to our own."""
-    own = os.open("/proc/self/ns/net", os.O_RDONLY)
-    target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
-    try:
-        if _libc.setns(target, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns into the namespace of pid {pid}")
-        try:
-            yield
-        finally:
-            if _libc.setns(own, CLONE_NEWNET) != 0:  # cannot happen; carrying on in a host netns would be worse
-                os._exit(70)
-    finally:
-        os.close(own)
-        os.close(target)
-
-
 def _host_sockets(pid: int) -> tuple[socket.socket, socket.socket]:
-    with _netns(pid):
+    with entered(pid):
         sender = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
         receiver = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
         receiver.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVPKTINFO, 1)
@@ -80,30 +54,17 @@ def _host_sockets(pid: int) -> tuple[socket.socket, socket.socket]:
     return sender, receiver
 
 
-def _spine_counts(bridges: dict[str, str]) -> dict[str, int]:
-    """Packets each spine's own-uSID (table 0) flow has matched so far.
-
-    OVS credits datapath-flow hits to OpenFlow rules in its revalidator rounds (every
-    500 ms by default), so wait for one round first; `revalidator/wait` refuses when
-    OVS runs both datapaths at once, and then a full interval is waited out instead.
-    """
-    if subprocess.run(["ovs-appctl", "revalidator/wait"], capture_output=True).returncode != 0:
-        time.sleep(REVALIDATOR_INTERVAL)
-    flows = ovs.dump_flows(list(bridges.values()), f"cookie={COOKIE_SHIFT:#x}/-1")
-    return {name: sum(f.n_packets for f in flows[bridge]) for name, bridge in bridges.items()}
-
-
 def verify_paths(fabric, timeout: float = 1.0) -> list[PathResult]:
     """Probe every path of a built `Fabric`; `timeout` is how long a batch waits for missing probes."""
-    t, lay = fabric.topology, fabric.layout
+    t = fabric.topology
     plan = t.plan
-    spines = {name: lay.switches[name].bridge for name in t.spine_names}
+    spines = list(t.spine_names)
     sockets = {n: _host_sockets(fabric.host(f"h{n}").pid) for n in range(t.hosts)}
     own_address = {(k, n): ipaddress.IPv6Address(plan.host_address(k, n)) for k in range(t.planes)
                    for n in range(t.hosts)}
     results = []
     try:
-        before = _spine_counts(spines)
+        before = fabric.switches.spine_counts(spines)
         for i in range(t.spines):
             expected = {}
             for src in range(t.hosts):
@@ -118,7 +79,7 @@ def verify_paths(fabric, timeout: float = 1.0) -> list[PathResult]:
                         except OSError:  # e.g. the NIC is down: the path fails, the others go on
                             pass
             arrived = _receive(sockets, own_address, i, len(expected), timeout)
-            after = _spine_counts(spines)
+            after = fabric.switches.spine_counts(spines)
             counted = {name: after[name] - before[name] for name in spines}
             before = after
             for k in range(t.planes):
@@ -177,12 +138,12 @@ def summary(results: list[PathResult]) -> dict:
 
 
 
-def verify_topology(topology, timeout: float = 1.0) -> dict:
+def verify_topology(topology, timeout: float = 1.0, datapath: str = "auto") -> dict:
     """Build the fabric, probe every path, tear it down: the `mrclab topo verify` document, with timings."""
     from .net import Fabric
 
     started = time.monotonic()
-    fabric = Fabric(topology)
+    fabric = Fabric(topology, datapath=datapath)
     with fabric:
         built = time.monotonic()
         results = verify_paths(fabric, timeout)
@@ -190,7 +151,8 @@ def verify_topology(topology, timeout: float = 1.0) -> dict:
         controller = fabric.controller_stats()
     done = time.monotonic()
     doc = summary(results)
-    return {"topology": topology.name, "ok": doc["ok_paths"] == doc["paths"], "datapath": fabric.datapath,
+    return {"topology": topology.name, "ok": doc["ok_paths"] == doc["paths"], "datapath": fabric.datapath.name,
+            "datapath_detail": fabric.datapath_detail,
             "run_id": fabric.state.run_id, **doc, "controller": controller,
             "timings_s": {"build": round(built - started, 3), "verify": round(verified - built, 3),
                           "teardown": round(done - verified, 3), "total": round(done - started, 3)}}

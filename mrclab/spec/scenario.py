@@ -22,6 +22,7 @@ SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 
 TRANSPORTS = ("mrc", "single-path", "tcp")
 ROUTINGS = ("static-srv6", "ecmp-reconverge")
+DATAPATHS = ("auto", "ovs", "linux")  # the rows of fabric.datapath, and `auto`
 PATTERNS = ("ring-allreduce", "all-to-all", "incast", "permutation")
 LINK_ACTIONS = ("link_down", "link_up", "loss", "rate", "flap", "blackhole", "restore")
 SWITCH_ACTIONS = ("switch_down", "switch_up")
@@ -33,6 +34,7 @@ DEFAULTS: dict[str, Any] = {
     "description": "",
     "transport": "mrc",
     "routing": "static-srv6",
+    "datapath": "auto",
     "seed": 1,
     "duration_limit": "60s",
     "workload": {"hosts": "all", "message": "1MiB", "steps": 10},
@@ -91,6 +93,7 @@ class Scenario:
     transport_options: dict = field(default_factory=dict, hash=False)
     convergence_delay_s: float = 2.0
     expect: dict = field(default_factory=dict, hash=False)
+    datapath: str = "auto"
     source: str = field(default="", compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -100,7 +103,7 @@ class Scenario:
         if w.pattern == "incast":
             workload.update(receiver=w.receiver, senders=list(w.senders))
         return {"name": self.name, "description": self.description, "topology": self.topology.to_dict(),
-                "transport": self.transport, "routing": self.routing, "seed": self.seed,
+                "transport": self.transport, "routing": self.routing, "datapath": self.datapath, "seed": self.seed,
                 "duration_limit": f"{self.duration_limit_s:g}s", "workload": workload,
                 "events": [e.to_dict() for e in self.events],
                 "transport_options": dict(self.transport_options),
@@ -248,6 +251,7 @@ def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scen
     topo = _topology(r, source)
     transport = r.choice("transport", TRANSPORTS, DEFAULTS["transport"])
     routing = r.choice("routing", ROUTINGS, DEFAULTS["routing"])
+    datapath = r.choice("datapath", DATAPATHS, DEFAULTS["datapath"])
     seed = r.get("seed", integer(0), DEFAULTS["seed"])
     limit = r.get("duration_limit", seconds, seconds(DEFAULTS["duration_limit"]))
     if limit <= 0:
@@ -265,10 +269,10 @@ def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scen
     delay = ro.get("convergence_delay", seconds, seconds(DEFAULTS["routing_options"]["convergence_delay"]))
     ro.done(("convergence_delay",))
     expect = _expect(r.sub("expect"))
-    r.done(("name", "description", "topology", "transport", "routing", "seed", "duration_limit", "workload",
-            "events", "transport_options", "routing_options", "expect"))
+    r.done(("name", "description", "topology", "transport", "routing", "datapath", "seed", "duration_limit",
+            "workload", "events", "transport_options", "routing_options", "expect"))
     return Scenario(name, description, topo, transport, routing, seed, limit, workload, events,
-                    dict(options), delay, expect, source)
+                    dict(options), delay, expect, datapath=datapath, source=source)
 
 
 def _expect(r: Reader) -> dict[str, Any]:

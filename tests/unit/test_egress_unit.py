@@ -25,7 +25,9 @@ def test_config_struct_matches_the_c_layout():
     source = egress.SOURCE.read_text()
     fields = re.search(r"struct port_cfg \{(.*?)\};", source, re.S).group(1)
     assert [m for m in re.findall(r"\b(\w+)(?:\[\d+\])?;", fields)] == [f for f, _ in egress._Cfg._fields_]
-    assert ctypes.sizeof(egress._Cfg) == 24
+    assert ctypes.sizeof(egress._Cfg) == 32
+    for name in ("CSUM_CARRIER", "CSUM_FINAL", "CSUM_MAKE_FINAL"):
+        assert re.search(rf"#define {name} {getattr(egress, name)}\b", source), name
     stats = re.search(r"struct port_stats \{(.*?)\};", source, re.S).group(1)
     assert re.findall(r"(\w+)[,;]", stats) == list(egress.PortCounters._fields)
     assert f"#define MAX_PORTS {egress.MAX_PORTS}" in source

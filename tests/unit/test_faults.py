@@ -23,7 +23,7 @@ def _faults(monkeypatch, read_s=0.05):
     monkeypatch.setattr(faults_mod, "_ip_batch", ip_batch)
     topo = topology.load("clos-2p-2l-2s")
     layout = layout_mod.build(topo, "mtf1")
-    return faults_mod.Faults(topo, layout, egress=None, host_pids={}), calls, drops
+    return faults_mod.OvsFaults(topo, layout, egress=None, host_pids={}), calls, drops
 
 
 def test_a_fault_is_timed_at_the_ip_command_not_before_the_slow_counter_read(monkeypatch):
@@ -51,7 +51,7 @@ def test_queue_waits_are_per_port_means_of_bulk_and_high_priority_packets(monkey
     class Egress:
         def counters(self, ifname):
             return PortCounters(tx_packets=10, tx_bytes=0, drops=0, trims=1, loss_drops=0, blackhole_drops=0,
-                                queued_ns=21_000_000, ctl_packets=2, ctl_queued_ns=2_000_000)
+                                queued_ns=21_000_000, ctl_packets=2, ctl_queued_ns=2_000_000, cut_drops=0)
 
     faults, _, _ = _faults(monkeypatch)
     faults.egress = Egress()

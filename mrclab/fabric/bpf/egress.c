@@ -9,6 +9,7 @@
 #include <linux/in.h>
 #include <linux/ipv6.h>
 #include <linux/pkt_cls.h>
+#include <linux/tcp.h>
 #include <linux/udp.h>
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
@@ -23,6 +24,12 @@
 #define MRC_OFF (L4_OFF + sizeof(struct udphdr))
 #define TRIMMED_LEN (MRC_OFF + MRC_DATA_HEADER_LEN)
 #define CSUM_OFF (L4_OFF + offsetof(struct udphdr, check))
+#define TCP_CSUM_OFF (L4_OFF + offsetof(struct tcphdr, check))
+#define USID_BLOCK 0xfcbb  // the first 16 bits of every uSID carrier (fcbb:<plane>::/32 blocks)
+#define USID_WORDS 6       // 16-bit uSIDs after the 32-bit block
+#define CSUM_CARRIER 0     // port_cfg.csum_mode
+#define CSUM_FINAL 1
+#define CSUM_MAKE_FINAL 2
 #define NSEC_PER_SEC 1000000000ULL
 #define PRIO_HIGH 0x10010  // HTB class 1:10, strict priority: MRC headers and control
 #define PRIO_BULK 0x10020     // HTB class 1:20
@@ -38,6 +45,11 @@ struct port_cfg {
 	__u8 trim;
 	__u8 blackhole;
 	__u16 mtu;  // the largest frame, which a high-priority packet may find in transmission
+	__u8 cut;   // the cable is down: count what is sent into it, and drop it
+	// CSUM_*: whether L4 checksums are over the carrier address (OVS rewrites them at every
+	// hop) or over the final destination, the host a uSID carrier ends at (a kernel End shift
+	// leaves them alone). A host NIC then turns its host's checksums into final ones.
+	__u8 csum_mode;
 };
 
 struct port_queue {
@@ -48,7 +60,8 @@ struct port_queue {
 };
 
 struct port_stats {
-	__u64 tx_packets, tx_bytes, drops, trims, loss_drops, blackhole_drops, queued_ns, ctl_packets, ctl_queued_ns;
+	__u64 tx_packets, tx_bytes, drops, trims, loss_drops, blackhole_drops, queued_ns, ctl_packets, ctl_queued_ns,
+		cut_drops;
 };
 
 struct {
@@ -101,11 +114,62 @@ static __always_inline enum kind mrc_kind(struct __sk_buff *skb)
 	return skb->len > TRIMMED_LEN ? DATA : OTHER;
 }
 
+// The address a uSID carrier ends at: its block and its last uSID (fcbb:0:1000:2001:1003:4007::
+// -> fcbb:0:4007::), which every End shift on the way brings forward. Returns 1 if it differs.
+static __always_inline int final_daddr(struct in6_addr *a)
+{
+	int last = -1;
+
+	if (a->s6_addr16[0] != bpf_htons(USID_BLOCK))
+		return 0;
+#pragma unroll
+	for (int i = 0; i < USID_WORDS; i++)
+		if (a->s6_addr16[2 + i])
+			last = i;
+	if (last <= 0)
+		return 0;
+	a->s6_addr16[2] = a->s6_addr16[2 + last];
+#pragma unroll
+	for (int i = 1; i < USID_WORDS; i++)
+		a->s6_addr16[2 + i] = 0;
+	return 1;
+}
+
+// A host's own UDP or TCP segment to a uSID carrier: make its checksum the one the final
+// destination verifies (the pseudo-header's destination replaced by the final address).
+static __always_inline void checksum_to_final(struct __sk_buff *skb)
+{
+	struct {
+		struct ethhdr eth;
+		struct ipv6hdr ip6;
+	} __attribute__((packed)) h;
+	struct in6_addr carrier, final;
+	__u32 off, flags = BPF_F_PSEUDO_HDR;
+	__s64 diff;
+
+	if (bpf_skb_load_bytes(skb, 0, &h, sizeof(h)) || h.eth.h_proto != bpf_htons(ETH_P_IPV6))
+		return;
+	if (h.ip6.nexthdr == IPPROTO_UDP) {
+		off = CSUM_OFF;
+		flags |= BPF_F_MARK_MANGLED_0;  // a zero UDP checksum means none, and stays so
+	} else if (h.ip6.nexthdr == IPPROTO_TCP) {
+		off = TCP_CSUM_OFF;
+	} else {
+		return;  // e.g. an SRH (TCP baseline): its checksum covers the final segment already
+	}
+	carrier = final = h.ip6.daddr;
+	if (!final_daddr(&final))
+		return;
+	diff = bpf_csum_diff((__be32 *)&carrier, sizeof(final), (__be32 *)&final, sizeof(final), 0);
+	if (diff >= 0)
+		bpf_l4_csum_replace(skb, off, 0, diff, flags);
+}
+
 // Cut to the MRC header, set TRIMMED, fix both lengths and the UDP checksum. The checksum
 // is recomputed over the short packet and applied as a non-pseudo-header diff, which the
 // kernel applies only when the checksum is complete (CHECKSUM_NONE); a CHECKSUM_PARTIAL
 // packet (a local sender with TX offload) only needs the pseudo-header length update.
-static __always_inline int trim(struct __sk_buff *skb)
+static __always_inline int trim(struct __sk_buff *skb, int csum_final)
 {
 	struct {
 		struct in6_addr saddr, daddr;
@@ -124,6 +188,8 @@ static __always_inline int trim(struct __sk_buff *skb)
 	if (bpf_skb_load_bytes(skb, ETH_HLEN + offsetof(struct ipv6hdr, saddr), &c.saddr, 32) ||
 	    bpf_skb_load_bytes(skb, L4_OFF, &c.udp, sizeof(c.udp) + MRC_DATA_HEADER_LEN))
 		return -1;
+	if (csum_final)
+		final_daddr(&c.daddr);
 	c.mrc[3] |= MRC_TRIMMED;  // flags are big-endian: the low byte is byte 3
 	c.udp.len = new_len;
 	if (bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct ipv6hdr, payload_len), &new_len, 2, 0) ||
@@ -162,6 +228,12 @@ int egress(struct __sk_buff *skb)
 
 	if (!c || !q || !s || !c->rate_bytes_per_s || skb->priority == PRIO_HIGH)
 		return TC_ACT_OK;  // not a configured port, or a packet this program trimmed already
+	if (c->cut) {
+		s->cut_drops += segs;
+		return DROP_SILENTLY;
+	}
+	if (c->csum_mode == CSUM_MAKE_FINAL)
+		checksum_to_final(skb);
 	if (c->blackhole) {
 		s->blackhole_drops += segs;
 		return DROP_SILENTLY;
@@ -197,7 +269,7 @@ int egress(struct __sk_buff *skb)
 	}
 	bpf_spin_unlock(&q->lock);
 
-	if (v == TRIM && trim(skb) == 0) {
+	if (v == TRIM && trim(skb, c->csum_mode != CSUM_CARRIER) == 0) {
 		s->trims++;
 		s->tx_packets++;
 		s->tx_bytes += TRIMMED_LEN;
