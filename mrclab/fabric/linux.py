@@ -155,6 +155,16 @@ class LinuxRouters:
                     pids[int(entry.name)] = comm
         return pids
 
+    def tables(self) -> dict[str, list[str]]:
+        """Every router's main IPv6 routing table and neighbour entries, without counters, by SPEC name:
+        what must not change."""
+        from .net import in_parallel
+
+        outputs = in_parallel({node: "ip -6 route show table main; ip -6 neigh show nud permanent"
+                               for node in self.nodes.values()})
+        return {name: sorted(line.strip() for line in outputs[node].splitlines() if line.strip())
+                for name, node in self.nodes.items()}
+
     def spine_counts(self, spines: list[str]) -> dict[str, int]:
         """Packets each spine's End route has shifted so far (its seg6local `count` counter)."""
         from .net import in_parallel

@@ -194,10 +194,10 @@ class OvsSwitches:
         except (OSError, ValueError):
             return {}
 
-    def flow_tables(self) -> dict[str, list[FlowStat]]:
-        """Every switch's flow entries with counters, by SPEC name."""
+    def tables(self) -> dict[str, list[str]]:
+        """Every switch's forwarding entries without their counters, by SPEC name: what must not change."""
         by_bridge = dump_flows(self.fabric.layout.bridges)
-        return {name: by_bridge[s.bridge] for name, s in self.fabric.layout.switches.items()}
+        return {name: sorted(f.entry for f in by_bridge[s.bridge]) for name, s in self.fabric.layout.switches.items()}
 
     def spine_counts(self, spines: list[str]) -> dict[str, int]:
         """Packets each spine's own-uSID (table 0) flow has matched so far.

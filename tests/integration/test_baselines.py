@@ -21,10 +21,10 @@ DELAY_S = 1.0
 SPINE = "p0s0"
 
 
-def _run(tmp_path, leftovers, routing: str, transport: str) -> tuple[dict, dict]:
+def _run(tmp_path, leftovers, routing: str, transport: str, datapath: str) -> tuple[dict, dict]:
     scenario = from_mapping({
         "name": f"baseline-{routing}-{transport}", "topology": "clos-2p-2l-2s", "seed": 1,
-        "transport": transport, "routing": routing, "duration_limit": "30s",
+        "transport": transport, "routing": routing, "datapath": datapath, "duration_limit": "30s",
         "routing_options": {"convergence_delay": f"{DELAY_S}s"},
         "workload": {"pattern": "all-to-all", "hosts": "all", "message": "256KiB", "steps": 8},
         "events": [{"at_step": 3, "action": "switch_down", "target": SPINE}],
@@ -41,9 +41,10 @@ def _spine_packets(doc: dict) -> int:
     return sum(r["tx_packets"] for r in doc["links"] if r["to"] == SPINE)
 
 
-def test_ecmp_stalls_for_the_convergence_delay_and_mrc_does_not(tmp_path, leftovers):
-    ecmp, stats = _run(tmp_path, leftovers, "ecmp-reconverge", "single-path")
-    assert ecmp["routing"] == "ecmp-reconverge"
+@pytest.mark.parametrize("datapath", ["ovs", "linux"])
+def test_ecmp_stalls_for_the_convergence_delay_and_mrc_does_not(tmp_path, leftovers, datapath):
+    ecmp, stats = _run(tmp_path, leftovers, "ecmp-reconverge", "single-path", datapath)
+    assert ecmp["routing"] == "ecmp-reconverge" and ecmp["datapath"] == datapath
     assert _spine_packets(ecmp) > 0, "no hashed flow crossed the spine that dies: the cut proves nothing"
     assert ecmp["summary"]["step_time_s"]["p100"] >= DELAY_S
     assert ecmp["controller"]["flow_mods_after_boot"] > 0
@@ -53,7 +54,7 @@ def test_ecmp_stalls_for_the_convergence_delay_and_mrc_does_not(tmp_path, leftov
     assert ecmp["controller"]["reconvergences"] == stats["reconvergences"]  # results.json carries them
     assert ecmp["summary"]["messages"]["failed"] == 0  # late, not lost: single-path retransmits once rerouted
 
-    mrc, stats = _run(tmp_path, leftovers, "static-srv6", "mrc")
+    mrc, stats = _run(tmp_path, leftovers, "static-srv6", "mrc", datapath)
     assert _spine_packets(mrc) > 0
     assert mrc["controller"]["flow_mods_after_boot"] == 0 and "reconvergences" not in stats
     assert mrc["summary"]["paths"]["paths_retired"] > 0  # the dying spine's paths were retired by the endpoints

@@ -21,7 +21,7 @@ BUILDER = """
 import sys, time
 from mrclab.spec import topology
 from mrclab.fabric.net import Fabric
-fabric = Fabric(topology.load("clos-2p-2l-2s"))
+fabric = Fabric(topology.load("clos-2p-2l-2s"), datapath=sys.argv[1])
 print(fabric.state.run_id, flush=True)
 fabric.build()
 time.sleep(60)
@@ -40,22 +40,31 @@ def _processes_in(namespaces: set[str]) -> list[int]:
     return [pid for pid in pids if _netns_inode(pid) in namespaces]
 
 
-def test_clean_after_sigkill_mid_build(leftovers):
+def _mid_build(state: dict, prefix: str, datapath: str) -> bool:
+    """Hosts running and some of the run's switches and cables made."""
+    if datapath == "ovs":
+        return bool(state["bridges"] and len(state["processes"]) > 2
+                    and [n for n in os.listdir("/sys/class/net") if n.startswith(prefix)])
+    return any(label.startswith("router") for _, _, label in state["processes"])
+
+
+@pytest.mark.parametrize("datapath", ["ovs", "linux"])
+def test_clean_after_sigkill_mid_build(leftovers, datapath):
     decoy = subprocess.Popen(["bash", "-c", "exec -a controller sleep 60"])
-    builder = subprocess.Popen([sys.executable, "-c", BUILDER], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    builder = subprocess.Popen([sys.executable, "-c", BUILDER, datapath], cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
         run_id = builder.stdout.readline().strip()
         assert run_id, "the builder died before creating its run"
         state_file, prefix = STATE_DIR / f"{run_id}.json", f"m{run_id}"
         deadline = time.monotonic() + 20
-        while True:  # mid-build: bridges recorded, hosts running, some of our veths exist
+        while True:
             state = json.loads(state_file.read_text())
-            made = [n for n in os.listdir("/sys/class/net") if n.startswith(prefix)]
-            if state["bridges"] and len(state["processes"]) > 2 and made:
+            if _mid_build(state, prefix, datapath):
                 break
             assert time.monotonic() < deadline, "the build never got going"
             time.sleep(0.005)
-        host_namespaces = {_netns_inode(pid) for pid, _, label in state["processes"] if label.startswith("host")}
+        host_namespaces = {_netns_inode(pid) for pid, _, label in state["processes"]
+                           if label.startswith(("host", "router"))}
         host_namespaces.discard(None)
         os.kill(builder.pid, signal.SIGKILL)
         builder.wait()

@@ -53,14 +53,17 @@ def check_schema(doc: dict) -> None:
         assert set(check) >= {"name", "expected", "actual", "ok"}
 
 
-def test_smoke_runs_end_to_end(tmp_path, leftovers):
+@pytest.mark.parametrize("datapath", ["ovs", "linux"])
+def test_smoke_runs_end_to_end(tmp_path, leftovers, datapath):
     out = tmp_path / "smoke"
-    proc = mrclab("run", "scenarios/smoke.yaml", "--out", str(out), "--json", "--set", "expect.fidelity_ok=false",
+    proc = mrclab("run", "scenarios/smoke.yaml", "--out", str(out), "--json", "--set", f"datapath={datapath}",
+                  "--set", "expect.fidelity_ok=false",
                   "--set", "expect.max_avoid_s=10s", "--set", "expect.max_step_time_ratio=100",
                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stdout, stderr = proc.communicate(timeout=120)
     doc = json.loads(stdout)  # --json: one document on stdout and nothing else
     check_schema(doc)
+    assert doc["datapath"] == datapath
     s = doc["summary"]
     # every message posted was delivered and checked end to end
     assert s["messages"]["failed"] == 0 and s["messages"]["completed"] == s["messages"]["sent"] == 24 * 4
