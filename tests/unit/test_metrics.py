@@ -91,21 +91,22 @@ def test_fidelity_verdict():
 
 def test_fidelity_tells_the_emulators_delay_from_the_networks():
     """Per port, data waited 1 ms and SACKs 0.25 ms: over a path's 4 ports and back, 5 ms of the links'
-    queueing. With a 4 ms base RTT, a 27 ms mean leaves 18 ms to the emulator: reported, not flagged
-    (under 2x the network's 9 ms); a 30 ms mean leaves 21 ms: the CPU set the round trip."""
-    split = fidelity.latency_split(0.027, 0.004, 0.001, 0.00025)
-    assert split == {"rtt_mean_s": 0.027, "base_s": 0.004, "links_s": 0.005, "emulator_s": 0.018}
+    queueing. With a 4 ms base RTT, a 17 ms mean leaves 8 ms to the emulator: reported, not flagged
+    (under half of the RTT); a 19 ms mean leaves 10 ms, more than half: the CPU set the round trip."""
+    split = fidelity.latency_split(0.017, 0.004, 0.001, 0.00025)
+    assert split == {"rtt_mean_s": 0.017, "base_s": 0.004, "links_s": 0.005, "emulator_s": 0.008}
     gray = fidelity.verdict(60.0, "ovs-vswitchd/12", 70.0, goodput_fraction=0.5, latency=split)
-    assert gray["ok"] and gray["latency"] == split and "18.0 ms added by the emulator itself" in gray["notes"][-1]
+    assert gray["ok"] and gray["latency"] == split and "8.0 ms added by the emulator itself" in gray["notes"][-1]
     cpu = fidelity.verdict(60.0, "ovs-vswitchd/12", 70.0, goodput_fraction=0.5,
-                           latency=fidelity.latency_split(0.030, 0.004, 0.001, 0.00025))
+                           latency=fidelity.latency_split(0.019, 0.004, 0.001, 0.00025))
     assert not cpu["ok"] and "set the round trip" in cpu["notes"][0]
     assert fidelity.latency_split(None, None, 0.0, 0.0) is None  # TCP agents sample no RTTs
     # a machine at 92% whose round trips the links explain: busy, but it delayed nothing
     explained = fidelity.latency_split(0.0046, 0.0009, 0.0008, 0.0001)
     assert explained["emulator_s"] == 0.0001
     assert fidelity.verdict(92.0, "ovs-vswitchd/12", 70.0, goodput_fraction=0.5, latency=explained)["ok"]
-    assert not fidelity.verdict(92.0, "ovs-vswitchd/12", 70.0, goodput_fraction=0.5, latency=split)["ok"]
+    delayed = fidelity.latency_split(0.027, 0.004, 0.001, 0.00025)  # 18 of 27 ms the emulator's
+    assert not fidelity.verdict(92.0, "ovs-vswitchd/12", 70.0, goodput_fraction=0.5, latency=delayed)["ok"]
 
 
 def test_cpu_sampler_sees_a_busy_thread():
