@@ -10,7 +10,7 @@ a mismatch is reported as failed, never delivered.
 SACKs are coalesced: a packet makes one *due* after ``sack_every`` packets, or at once
 when it opens a hole (loss detection waits on it), carries ECN, or is the last packet of
 its message or completes one (the sender's completion waits on it); ``sack_delay`` after
-the first packet not yet acknowledged one is due in any case. A due SACK is built when
+the first packet not yet acknowledged one is due in any case (with ``sack_delay`` 0, at once). A due SACK is built when
 the owner next takes the datagrams to send, so the packets of one wake-up share one SACK
 that echoes the newest of them (its RTT sample subtracts the time it waited). Some answers
 cannot wait: a duplicate is SACKed at once, flagged DUP_ECHO (the sender is resending
@@ -124,7 +124,7 @@ class Receiver:
             urgent = True
         if far:
             self._sack(now)  # its own: the next packet may move the bitmap on again
-        elif urgent or self._pending >= self._sack_every:
+        elif urgent or self._pending >= self._sack_every or not self._sack_delay:
             self._due = True
         elif self._flush_at is None:
             self._flush_at = now + self._sack_delay
