@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mrclab.addressing import Plan, block  # noqa: E402
+from mrclab.addressing import Plan  # noqa: E402
+from mrclab.agent import backtoback  # noqa: E402
 from mrclab.agent.client import AgentClient, command  # noqa: E402
 from mrclab.metrics.cost import MIB, CpuMeter  # noqa: E402
 from mrclab.runstate import RunState  # noqa: E402
@@ -70,32 +71,12 @@ for i in range(n):
 """
 
 
-def ip(*args: str) -> str:
-    return subprocess.run(["ip", *args], check=True, capture_output=True, text=True).stdout
-
-
 class Pair:
-    """Two namespaces wired back to back, one veth per plane (see module doc)."""
+    """Two namespaces wired back to back, one veth per plane (see :mod:`mrclab.agent.backtoback`)."""
 
     def __init__(self, state: RunState, index: int) -> None:
         self.ns = {h: f"{state.prefix}p{index}h{h}" for h in HOSTS}
-        for ns in self.ns.values():
-            state.add_namespace(ns)
-            ip("netns", "add", ns)
-            ip("-n", ns, "link", "set", "lo", "up")
-            ip("-n", ns, "-6", "route", "add", "local", "fcbb::/16", "dev", "lo", "table", "100")
-        a, b = HOSTS
-        for k in range(PLAN.planes):
-            nic = f"p{k}"
-            ip("-n", self.ns[a], "link", "add", nic, "type", "veth", "peer", "name", nic, "netns", self.ns[b])
-            macs = {h: json.loads(ip("-n", self.ns[h], "-j", "link", "show", nic))[0]["address"] for h in HOSTS}
-            for h, other in ((a, b), (b, a)):
-                ns = self.ns[h]
-                ip("-n", ns, "link", "set", nic, "up")
-                ip("-n", ns, "-6", "addr", "add", f"{PLAN.host_address(k, h)}/128", "dev", nic, "nodad")
-                ip("-n", ns, "-6", "neigh", "add", "fe80::1", "lladdr", macs[other], "dev", nic, "nud", "permanent")
-                ip("-n", ns, "-6", "route", "add", str(block(k)), "via", "fe80::1", "dev", nic)
-                ip("-n", ns, "-6", "rule", "add", "iif", nic, "lookup", "100", "pref", "100")
+        backtoback.wire(state, PLAN, self.ns)
 
     def popen(self, host: int, argv: list[str], **kwargs) -> subprocess.Popen:
         return subprocess.Popen(["ip", "netns", "exec", self.ns[host], *argv], cwd=REPO, **kwargs)
