@@ -13,7 +13,8 @@ One fabric is built; then, between the same two hosts (on different leaves):
   to the last delivery (the runner's own measure).
 
 The ratio printed is agent goodput / iperf3 goodput (aim: mrc >= 0.8). CPU is the two
-agents' process CPU seconds per delivered MiB. Link drops and trims over the run tell
+agents' process CPU seconds per delivered MiB (``send``/``recv``: each end; ``lab``: with
+ovs-vswitchd), from /proc over the transfer. Link drops and trims over the run tell
 whether the fabric or the host lost packets. ``--profile DIR`` records py-spy flame graphs
 of both MRC agents (py-spy must be installed).
 """
@@ -31,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mrclab.agent.client import AgentClient, command  # noqa: E402
 from mrclab.fabric.net import Fabric  # noqa: E402
+from mrclab.metrics.cost import CpuMeter  # noqa: E402
 from mrclab.spec import topology  # noqa: E402
 from mrclab.transport import TransportConfig  # noqa: E402
 
@@ -63,23 +65,27 @@ class Agents:
 
 def agent_goodput(fabric: Fabric, agents: Agents, src: int, dst: int, mib: int) -> dict:
     sender, receiver = agents.clients[src], agents.clients[dst]
-    cpu0 = sender.request("stats")["cpu_s"] + receiver.request("stats")["cpu_s"]
+    meter = CpuMeter({**{proc.pid: f"agent h{host}" for host, proc in agents.procs.items()},
+                      **fabric.packet_pids()})
     links0 = _link_losses(fabric)
+    meter.start()
     start = time.monotonic()
     for msg in range(mib):
         sender.request("post", conn=1, peer=dst, msg=msg, size=MIB)
     receiver.wait(lambda ev: sum(e["event"] == "delivered" for e in ev) == mib, 60 + mib)
     sender.wait(lambda ev: sum(e["event"] == "completed" for e in ev) == mib, 30)
+    meter.stop()
     last = max(e["t"] for e in receiver.events if e["event"] == "delivered")
     stats = sender.request("stats")
     rstats = receiver.request("stats")
     verified = rstats["counters"]["bytes_verified"]
     assert verified == mib * MIB, f"only {verified} of {mib * MIB} bytes verified"
-    cpu = stats["cpu_s"] + rstats["cpu_s"] - cpu0
+    cost = meter.per_mib(verified)
     drops, trims = (a - b for a, b in zip(_link_losses(fabric), links0))
     c = stats["counters"]
     return {"goodput_bps": verified * 8 / (last - start), "seconds": last - start,
-            "cpu_s_per_mib": cpu / mib, "sender_cpu_s": stats["cpu_s"], "receiver_cpu_s": rstats["cpu_s"],
+            "cpu_s_per_mib": cost["agents"], "sender_cpu_s_per_mib": cost["hosts"][f"h{src}"],
+            "receiver_cpu_s_per_mib": cost["hosts"][f"h{dst}"], "lab_cpu_s_per_mib": cost["lab"],
             "link_drops": drops, "link_trims": trims,
             **{k: c.get(k, 0) for k in ("data_sent", "retransmitted", "trimmed", "timeouts", "lost", "ev_retired",
                                          "send_retries")}}
@@ -178,13 +184,14 @@ def main() -> None:
     print(f"{topo.name}: link bound {ideal / 1e6:.0f} Mbit/s ({topo.planes} planes x "
           f"{topo.host_rate_bps / 1e6:.0f} Mbit), iperf3 one stream per plane "
           f"{results.get('iperf3_bps', float('nan')) / 1e6:.1f} Mbit/s; MRC options {json.dumps(args.options)}")
-    print(f"{'agent':>12} {'goodput':>9} {'/iperf3':>8} {'cpu s/MiB':>10} {'retx':>5} {'lost':>5} {'timeouts':>8} "
+    print(f"{'agent':>12} {'goodput':>9} {'/iperf3':>8} {'cpu s/MiB':>10} {'send':>6} {'recv':>6} {'lab':>6} {'retx':>5} {'lost':>5} {'timeouts':>8} "
           f"{'link drops':>10} {'trims':>6} {'sock full':>9}")
     for host, frames in results.get("profile", {}).items():
         print(f"profile {host} (mrc), self time: " + ", ".join(f"{f} {share:.0%}" for f, share in frames))
     for transport in transports:
         r = results[transport]
-        print(f"{transport:>12} {r['goodput_bps'] / 1e6:>6.1f}Mb {r['ratio_to_iperf3']:>8.2f} {r['cpu_s_per_mib']:>10.3f} "
+        print(f"{transport:>12} {r['goodput_bps'] / 1e6:>6.1f}Mb {r['ratio_to_iperf3']:>8.2f} {r['cpu_s_per_mib']:>10.4f} "
+              f"{r['sender_cpu_s_per_mib']:>6.4f} {r['receiver_cpu_s_per_mib']:>6.4f} {r['lab_cpu_s_per_mib']:>6.4f} "
               f"{r['retransmitted']:>5} {r['lost']:>5} {r['timeouts']:>8} {r['link_drops']:>10} {r['link_trims']:>6} "
               f"{r['send_retries']:>9}")
 

@@ -126,7 +126,7 @@ def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], as_json:
 
 
 def print_summary(doc: dict, target: Path) -> None:
-    from .report.summary import actual_text, rtt_text
+    from .report.summary import actual_text, cpu_text, rtt_text
     for u in doc.get("unfired_events", []):
         err.print(f"[yellow]event {u['event_index']} ({u['action']} {u['target']} at {u['t_s']:g} s) never fired: "
                   f"the workload ended at {doc['duration_s']:g} s[/yellow]")
@@ -145,6 +145,7 @@ def print_summary(doc: dict, target: Path) -> None:
             ("packets data / retx / trimmed / timeouts", "{data_sent} / {retransmitted} / {trimmed} / {timeouts}"
              .format(**s["packets"])),
             ("RTT", rtt_text(s)),
+            ("CPU s per delivered MiB: agents / lab", cpu_text(s.get("cpu_s_per_mib"))),
             ("flow-mods after boot", str(doc["controller"]["flow_mods_after_boot"]))]
     rows += [(f"{key} {e['action']} {e['target']} @{e['t_s']:.2f}s",
               "-" if e[key] is None else f"{e[key] * 1e3:.1f} ms")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import os
 import signal
 import time
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from pathlib import Path
 from . import timeline
 from .agents import Agents, effective_options
 from .metrics import avoid, expectations, results
+from .metrics.cost import CpuMeter
 from .metrics.fidelity import CpuSampler, latency_split
 from .runstate import RunState
 from .spec import Scenario
@@ -291,16 +293,20 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
                 execution = Execution(scenario, fabric, agents)
                 sampler = CpuSampler({**agents.pids(), **fabric.packet_pids()})
                 sampler.start()
+                meter = CpuMeter({**agents.pids(), **fabric.packet_pids(), os.getpid(): "runner"})
+                meter.start()
                 if console is not None:
                     with Live(console=console, refresh_per_second=4, transient=True,
                               get_renderable=lambda: _view(execution.progress, scenario)):
                         outcome = execution.run()
                 else:
                     outcome = execution.run()
+                meter.stop()
                 links = fabric.link_counters()
                 stats = agents.call_all("stats")
                 wall = outcome.t_end - outcome.t0
                 summary = results.summary(outcome, stats)
+                summary["cpu_s_per_mib"] = meter.per_mib(summary["bytes"]["delivered"])
                 fidelity = sampler.stop(emulator_drops=sum(link["emulator_drops"] for link in links),
                                         goodput_fraction=sum(outcome.ideal_s[:len(outcome.steps)]) / wall
                                         if outcome.steps and wall > 0 else None,

@@ -93,7 +93,6 @@ class ControlChannel:
         self.peer: socket.socket | None = None
         self._inbox = bytearray()
         self._outbox = bytearray()
-        self._stalled = False  # the runner is not reading: wait for writability instead of retrying per line
 
     def accept(self) -> bool:
         """Take the runner's connection and stop listening; False if nobody was there after all."""
@@ -125,14 +124,13 @@ class ControlChannel:
         return [bytes(line) for line in lines if line.strip()]
 
     def send(self, obj: dict) -> None:
+        """Queue one line; it leaves with the next :meth:`flush` (the owner flushes once per wake-up, so the
+        events and answers of one wake-up share one write)."""
         self._outbox += encode(obj)
-        if not self._stalled:
-            self.flush()
 
     def flush(self) -> None:
         """Write what the socket takes now; the rest waits for :meth:`wants_write` to clear (the owner calls
         flush again when the socket is writable)."""
-        self._stalled = False
         if self.peer is None or not self._outbox:
             return
         try:
@@ -143,7 +141,6 @@ class ControlChannel:
             self._outbox.clear()  # the runner is gone; read_lines reports it
             return
         del self._outbox[:sent]
-        self._stalled = bool(self._outbox)
 
     @property
     def wants_write(self) -> bool:

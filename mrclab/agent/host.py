@@ -34,6 +34,7 @@ class Agent:
         self._control: ControlChannel | None = None
         self._log = log
         self._accept_deadline = time.monotonic() + ACCEPT_TIMEOUT
+        self._writing = False  # watching the control socket for writability
         self.datapath: Datapath | None = None
 
     def run(self, datapath: Datapath, control: ControlChannel) -> str:
@@ -51,7 +52,6 @@ class Agent:
         """A datapath event: to the runner and into the log."""
         self._log.write("event", **event)
         self._control.send(event)
-        self._watch_control_output()
 
     def handle(self, line: bytes) -> dict:
         """Answer one request line (and act on it)."""
@@ -86,6 +86,9 @@ class Agent:
 
     def _tick(self, now: float) -> float | None:
         deadline = self.datapath.tick(now)
+        if self._control.wants_write and not self._writing:
+            self._control.flush()  # this wake-up's events and answers, in one write
+            self._watch_control_output()
         if now >= self._log.next_flush():
             self._log.flush(now)
         candidates = [self._log.next_flush()]
@@ -118,13 +121,14 @@ class Agent:
             return
         for line in lines:
             self._control.send(self.handle(line))
-        self._watch_control_output()
 
     def _watch_control_output(self) -> None:
+        """Wait for writability only while the runner has not taken everything (it is not reading)."""
         peer = self._control.peer
         if peer is None:
             return
-        if self._control.wants_write:
+        self._writing = self._control.wants_write
+        if self._writing:
             self._reactor.add_writer(peer, self._on_control_writable)
         else:
             self._reactor.remove_writer(peer)

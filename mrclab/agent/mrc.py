@@ -482,8 +482,11 @@ class MrcDatapath:
 
 
 def configure(options: dict, mtu: int, single_path: bool) -> TransportConfig:
-    """The transport's configuration: the scenario's options, ``mss`` filling the MTU unless set."""
-    config = TransportConfig.from_options({"mss": mss_for_mtu(mtu), **options})
+    """The transport's configuration: the scenario's options, ``mss`` filling the MTU unless set, and
+    ``sack_delay`` 0 unless set: the agent takes its answers once per wake-up, which already coalesces the
+    SACKs of what one wake-up received, while a delay below the loop's timer granularity (a millisecond)
+    would only cost a wake-up of its own per SACK."""
+    config = TransportConfig.from_options({"mss": mss_for_mtu(mtu), "sack_delay": 0.0, **options})
     if config.mss > mss_for_mtu(mtu):
         raise ValueError(f"transport option mss={config.mss} does not fit MTU {mtu} (at most {mss_for_mtu(mtu)})")
     return dataclasses.replace(config, single_path=True) if single_path else config

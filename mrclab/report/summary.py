@@ -62,6 +62,16 @@ def rtt_text(summary: dict) -> str:
     return ", ".join(parts) or "-"
 
 
+def cpu_text(cost: dict | None) -> str:
+    """results.json ``summary.cpu_s_per_mib`` in one line: the agents, the whole lab, the costliest agent."""
+    if not cost or cost.get("agents") is None:
+        return "-"
+    hosts = {h: v for h, v in cost["hosts"].items() if v is not None}
+    worst = max(hosts, key=hosts.get, default=None)
+    return (f"{cost['agents']:.4f} / {cost['lab']:.4f}"
+            + (f" (costliest agent {worst} {hosts[worst]:.4f})" if worst else ""))
+
+
 def actual_text(check: dict) -> str:
     """An expectation's measured figure as shown, or why there is none."""
     return "not measured" if check["actual"] is None else str(check["actual"])

@@ -61,7 +61,8 @@ class TransportConfig:
     sack_every: int = 4
     """The receiver SACKs every N data packets (and at once on ECN, duplicates and message completion)."""
     sack_delay: float = 0.0002
-    """...or this long after the first packet it has not yet acknowledged."""
+    """...or this long after the first packet it has not yet acknowledged (0: with the next datagrams the owner
+    takes; the agents take them once per wake-up, so what one wake-up received shares one SACK)."""
     cc: bool = True
     """Congestion control on; off, the window stays at cc_max_window."""
     cc_init_window: int = 131072

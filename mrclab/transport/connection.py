@@ -79,7 +79,7 @@ class Connection:
 
     def datagrams_to_send(self, now: float) -> list[tuple[int, bytes | bytearray]]:
         """Answers first (SACK, NACK, probe replies), then due probes, retransmissions and new data."""
-        out = self._rx.take()
+        out = self._rx.take(now)
         self._tx.emit(now, out)
         return out
 

@@ -7,19 +7,26 @@ Duplicates are recognised by PSN (a PSN keeps its number through retransmissions
 A message is delivered when all its bytes are in and its blake2b-64 digest matches;
 a mismatch is reported as failed, never delivered.
 
-SACKs go out every ``sack_every`` packets or ``sack_delay`` after the first one not yet
-acknowledged, and at once on ECN, on duplicates (the sender is resending what already
-arrived) and on message completion (the sender's completion waits on it). A trimmed
-packet is NACKed at once. Answers travel on the EV of the packet that caused them.
+SACKs are coalesced: a packet makes one *due* after ``sack_every`` packets, or at once
+when it opens a hole (loss detection waits on it), carries ECN, or is the last packet of
+its message or completes one (the sender's completion waits on it); ``sack_delay`` after
+the first packet not yet acknowledged one is due in any case (with ``sack_delay`` 0, at once). A due SACK is built when
+the owner next takes the datagrams to send, so the packets of one wake-up share one SACK
+that echoes the newest of them (its RTT sample subtracts the time it waited). Some answers
+cannot wait: a duplicate is SACKed at once, flagged DUP_ECHO (the sender is resending
+what already arrived, and the echo must name that very copy); what is pending is SACKed
+before the bitmap (the newest 64 PSNs) moves past it, or back for a packet far behind the
+newest, which gets a SACK of its own. A trimmed packet is NACKed at once. Answers travel on the EV of the packet that caused them.
 """
 from __future__ import annotations
 
 from .config import TransportConfig
 from .events import MessageDelivered, MessageFailed
-from .wire import DUP_ECHO, ECN_CE, ECN_ECHO, SACK_BITS, TRIMMED, Data, Probe, encode_nack, encode_probe, encode_sack, \
+from .wire import DUP_ECHO, ECN_CE, ECN_ECHO, LAST, SACK_BITS, TRIMMED, Data, Probe, encode_nack, encode_probe, encode_sack, \
     message_digest, unwrap
 
 _MASK = (1 << SACK_BITS) - 1
+_NONE = 1 << 62
 MAX_REORDER = 1 << 20
 """PSNs further than this ahead of the cumulative PSN are refused (it bounds the receive bitmap)."""
 
@@ -47,6 +54,8 @@ class Receiver:
         self._cum = 0  # every PSN below arrived
         self._bits = 0  # bit i: PSN cum + i arrived (bit 0 is always clear)
         self._pending = 0  # packets not yet acknowledged
+        self._due = False  # a SACK goes out with the next take()
+        self._low = _NONE  # lowest PSN received since the last SACK
         self._ecn = 0
         self._flush_at: float | None = None
         self._last_psn = 0  # the packet the next SACK answers
@@ -82,10 +91,14 @@ class Receiver:
             counters.malformed += 1  # contradicts the packets of this message that came before
             return
         psn = cum + rel
-        far = psn < self._high - (SACK_BITS - 1)  # behind the newest 64: only a SACK of its own can report it
-        if far and self._pending:
-            self._sack(now)  # report what is pending before the bitmap moves back for it
-        if psn > self._high:
+        high = self._high
+        far = psn < high - (SACK_BITS - 1)  # behind the newest 64: only a SACK of its own can report it
+        if self._pending and (far or psn - (SACK_BITS - 1) > self._low):
+            self._sack(now)  # report what is pending before the bitmap moves (back for it, or on past them)
+        if psn < self._low:
+            self._low = psn
+        urgent = far or psn > high + 1 or d.flags & LAST  # a new hole below it, or its message's tail
+        if psn > high:
             self._high = psn
         bits = self._bits | (1 << rel)
         if rel == 0:
@@ -102,7 +115,6 @@ class Receiver:
         counters.bytes_received += length
         self._note(d, reply_ev, now)
         self._pending += 1
-        urgent = far
         if d.flags & ECN_CE:
             self._ecn += 1
             urgent = True
@@ -110,8 +122,10 @@ class Receiver:
             del self._messages[d.msg_id]
             self._complete(d.msg_id, msg)
             urgent = True
-        if urgent or self._pending >= self._sack_every:
-            self._sack(now)
+        if far:
+            self._sack(now)  # its own: the next packet may move the bitmap on again
+        elif urgent or self._pending >= self._sack_every or not self._sack_delay:
+            self._due = True
         elif self._flush_at is None:
             self._flush_at = now + self._sack_delay
 
@@ -120,12 +134,15 @@ class Receiver:
 
     def on_timer(self, now: float) -> None:
         if self._flush_at is not None and now >= self._flush_at:
-            self._sack(now)
+            self._due = True
 
     def next_timer(self) -> float | None:
-        return self._flush_at
+        return None if self._due else self._flush_at
 
-    def take(self) -> list:
+    def take(self, now: float) -> list:
+        """The answers to send, a due SACK last."""
+        if self._due:
+            self._sack(now)
         out = self.out
         self.out = []
         return out
@@ -152,6 +169,8 @@ class Receiver:
         self._pending = 0
         self._ecn = 0
         self._flush_at = None
+        self._due = False
+        self._low = _NONE
 
     def _complete(self, msg_id: int, msg: _RxMessage) -> None:
         counters = self._counters

@@ -283,6 +283,9 @@ class Sender:
             self._evs.on_probe_reply(e, r.seq, now)
 
     def on_timer(self, now: float) -> None:
+        if self._pace_at is not None and now >= self._pace_at:
+            self._pace_at = None  # served: the next emit sends or sets it again (an owner that cannot send yet
+            # must not be woken for it over and over)
         if self._rack_at is not None and now >= self._rack_at:
             self._detect_losses(now)
         rto = self._rto()

@@ -84,6 +84,24 @@ def test_payload_sizes_and_matches():
         p.message(0, 1, 1, -1)
 
 
+def test_payload_check_catches_misplaced_and_foreign_packets():
+    """What the check is for: a whole packet at the wrong offset, or one from another message, in a buffer
+    whose every other byte is right (the transport's digest is checked apart from this)."""
+    p, mss = Payloads(1), 8904
+    sent = p.message(0, 1, 4, 3 * POOL_BYTES // 2)
+    assert p.matches(0, 1, 4, sent)
+    swapped = bytearray(sent)
+    swapped[:mss], swapped[mss:2 * mss] = sent[mss:2 * mss], sent[:mss]
+    shifted = bytearray(sent)
+    shifted[POOL_BYTES:POOL_BYTES + mss] = sent[:mss]  # the same pool words, a pool length on: another key
+    foreign = bytearray(sent)
+    foreign[5 * mss:6 * mss] = p.message(0, 1, 5, 6 * mss)[5 * mss:]
+    tail = bytearray(sent)
+    tail[-1] ^= 0x80
+    for bad in (swapped, shifted, foreign, tail):
+        assert not p.matches(0, 1, 4, bad)
+
+
 # -- the MRC datapath over an in-memory wire ---------------------------------------------------------------
 
 class FakeSocket(InboxSocket):

@@ -1,10 +1,6 @@
-"""Two real agent processes, real sockets, no fabric: two network namespaces wired back to back.
-
-Each namespace stands for one host: one veth per plane (NIC k, the host's plane-k address,
-the plane's /32 routed out of it through a static neighbour, as the fabric does). Nothing
-shifts uSIDs here, so a packet arrives still carrying its full path address: a policy
-rule sends whatever comes in on a NIC to a table that accepts all of fcbb::/16 locally.
-Needs root (namespaces); everything is run-prefixed and removed by the fixture.
+"""Two real agent processes, real sockets, no fabric: two network namespaces wired back to back
+(:mod:`mrclab.agent.backtoback`). Needs root (namespaces); everything is run-prefixed and removed by
+the fixture.
 """
 from __future__ import annotations
 
@@ -17,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from mrclab.addressing import Plan, block
+from mrclab.addressing import Plan
+from mrclab.agent import backtoback
+from mrclab.agent.backtoback import ip
 from mrclab.agent.client import AgentClient, AgentError, command
 from mrclab.runstate import RunState
 
@@ -29,10 +27,6 @@ PLAN = Plan(2, 2, 2, 2)
 HOSTS = (0, 3)  # different leaves
 
 
-def ip(*args: str) -> str:
-    return subprocess.run(["ip", *args], check=True, capture_output=True, text=True).stdout
-
-
 class BackToBack:
     """The namespaces, and agents started in them (recorded in the run state, so teardown kills them)."""
 
@@ -40,23 +34,7 @@ class BackToBack:
         self.state, self.tmp = state, tmp
         self.ns = {h: f"{state.prefix}h{h}" for h in HOSTS}
         self.procs: dict[int, subprocess.Popen] = {}
-        for ns in self.ns.values():
-            state.add_namespace(ns)
-            ip("netns", "add", ns)
-            ip("-n", ns, "link", "set", "lo", "up")
-            ip("-n", ns, "-6", "route", "add", "local", "fcbb::/16", "dev", "lo", "table", "100")
-        a, b = HOSTS
-        for k in range(PLAN.planes):
-            nic = f"p{k}"
-            ip("-n", self.ns[a], "link", "add", nic, "type", "veth", "peer", "name", nic, "netns", self.ns[b])
-            macs = {h: json.loads(ip("-n", self.ns[h], "-j", "link", "show", nic))[0]["address"] for h in HOSTS}
-            for h, other in ((a, b), (b, a)):
-                ns = self.ns[h]
-                ip("-n", ns, "link", "set", nic, "up")
-                ip("-n", ns, "-6", "addr", "add", f"{PLAN.host_address(k, h)}/128", "dev", nic, "nodad")
-                ip("-n", ns, "-6", "neigh", "add", "fe80::1", "lladdr", macs[other], "dev", nic, "nud", "permanent")
-                ip("-n", ns, "-6", "route", "add", str(block(k)), "via", "fe80::1", "dev", nic)
-                ip("-n", ns, "-6", "rule", "add", "iif", nic, "lookup", "100", "pref", "100")
+        backtoback.wire(state, PLAN, self.ns)
 
     def start(self, host: int, transport: str = "mrc", options: dict | None = None, mtu: int = 9000):
         control, log = str(self.tmp / f"h{host}.sock"), str(self.tmp / f"h{host}.log")

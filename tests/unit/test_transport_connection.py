@@ -484,3 +484,43 @@ def test_a_packet_arriving_far_behind_the_newest_is_acknowledged_at_once():
         a.receive(s, None, 0.003)
     a.on_timer(0.01)
     assert a.counters.lost == 1 and a.counters.spurious_losses == 0
+
+
+def test_a_pacing_wake_up_is_asked_for_once():
+    """An owner that cannot send when the pacer's time comes (its NIC queue is full) is not asked to wake
+    for it again and again: the timer is served, and the next send sets it anew."""
+    a, _ = pair(pace_rate=1e6, pace_depth=2 * 8240, mss=8192)
+    a.send_message(1, bytes(100_000))
+    assert len(a.datagrams_to_send(0.0)) == 2  # the bucket's two packets
+    due = a.next_timer()
+    assert 0.0 < due < 0.02
+    a.on_timer(due)  # the owner is blocked: no datagrams_to_send
+    assert a.next_timer() > due
+    assert len(a.datagrams_to_send(due)) == 1 and a.next_timer() > due
+
+
+def test_sacks_are_coalesced_but_holes_and_tails_are_answered_at_once():
+    """Four in-order packets taken together get one SACK; a packet that opens a hole, or a message's last
+    one, makes a SACK due even below sack_every; a duplicate gets its own at once (DUP_ECHO)."""
+    a, b = pair(sack_every=4, sack_delay=0.001, mss=100)
+    a.send_message(1, bytes(1000))
+    sent = a.datagrams_to_send(0.0)
+    for _, d in sent[:4]:
+        b.receive(d, None, 0.001)
+    sacks = [wire.decode(s) for _, s in b.datagrams_to_send(0.001)]
+    assert [s.cum_psn for s in sacks] == [4]
+    b.receive(sent[4][1], None, 0.002)
+    assert b.datagrams_to_send(0.002) == [] and b.next_timer() == pytest.approx(0.003)
+    b.receive(sent[6][1], None, 0.0025)  # 5 is missing: a hole
+    sacks = [wire.decode(s) for _, s in b.datagrams_to_send(0.0025)]
+    assert [(s.cum_psn, s.bitmap & 0b1) for s in sacks] == [(5, 0)] and b.next_timer() is None
+    b.receive(sent[9][1], None, 0.003)  # the tail (and another hole)
+    b.receive(sent[9][1], None, 0.003)  # a duplicate: answered at once, covering what is pending
+    sacks = [wire.decode(s) for _, s in b.datagrams_to_send(0.003)]
+    assert [s.flags & wire.DUP_ECHO for s in sacks] == [wire.DUP_ECHO]
+    for i in (5, 7):  # fill holes: nothing urgent, so the delay holds the SACK
+        b.receive(sent[i][1], None, 0.004)
+    assert b.datagrams_to_send(0.004) == [] and b.next_timer() == pytest.approx(0.005)
+    b.receive(sent[8][1], None, 0.0045)  # the message is complete: the sender's completion waits on this SACK
+    sacks = [wire.decode(s) for _, s in b.datagrams_to_send(0.0045)]
+    assert [s.cum_psn for s in sacks] == [10] and b.counters.sacks == 4

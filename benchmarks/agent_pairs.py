@@ -1,0 +1,191 @@
+"""The agents alone: N MRC agent pairs on plain veth pairs (no switches), all at once, and what they cost.
+
+    sudo .venv/bin/python benchmarks/agent_pairs.py [--pairs 8] [--mib 16] [--json]
+
+Each pair is two network namespaces wired back to back, one veth per plane (2 planes), with
+the plane's /32 routed out of its NIC and a local route for fcbb::/16, so a packet arrives
+carrying its full path address and no switch forwards anything: every CPU cycle spent on
+packets is the agents' or the kernel's. Every sender posts ``--mib`` 1 MiB messages at once
+to its peer; goodput is all verified bytes over the time from the first post to the last
+delivery, CPU the agents' (both ends, from /proc) per delivered MiB.
+
+The reference, measured on the same veth pairs in the same run: a plain Python loop that
+sends 8900-byte UDP datagrams (``sendto``) to a plain Python loop that receives them
+(``recv``), one pair at a time, CPU of both per MiB received. It is the floor of any
+Python agent (no protocol, no checks); the ratio printed is agents / floor.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from mrclab.addressing import Plan  # noqa: E402
+from mrclab.agent import backtoback  # noqa: E402
+from mrclab.agent.client import AgentClient, command  # noqa: E402
+from mrclab.metrics.cost import MIB, CpuMeter  # noqa: E402
+from mrclab.runstate import RunState  # noqa: E402
+
+PLAN = Plan(2, 2, 2, 2)
+HOSTS = (0, 3)  # different leaves, as in the fabric
+REPO = Path(__file__).resolve().parents[1]
+FLOOR_DATAGRAM = 8900
+FLOOR_MIB = 64
+FLOOR_PORT = 9999
+
+FLOOR_RECEIVER = """
+import socket, sys
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+s.bind((sys.argv[1], int(sys.argv[2])))
+print("ready", flush=True)
+want, got = int(sys.argv[3]), 0
+s.settimeout(2.0)
+try:
+    while got < want:
+        got += len(s.recv(65535))
+except socket.timeout:
+    pass
+print(got, flush=True)
+"""
+FLOOR_SENDER = """
+import socket, sys, time
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+data, addr, n = bytes(int(sys.argv[3])), (sys.argv[1], int(sys.argv[2])), int(sys.argv[4])
+for i in range(n):
+    while True:
+        try:
+            s.sendto(data, addr)
+            break
+        except BlockingIOError:
+            time.sleep(0)
+    if i % 16 == 15:
+        time.sleep(0.0002)  # a few packets at a time: do not overrun the receiver's buffer
+"""
+
+
+class Pair:
+    """Two namespaces wired back to back, one veth per plane (see :mod:`mrclab.agent.backtoback`)."""
+
+    def __init__(self, state: RunState, index: int) -> None:
+        self.ns = {h: f"{state.prefix}p{index}h{h}" for h in HOSTS}
+        backtoback.wire(state, PLAN, self.ns)
+
+    def popen(self, host: int, argv: list[str], **kwargs) -> subprocess.Popen:
+        return subprocess.Popen(["ip", "netns", "exec", self.ns[host], *argv], cwd=REPO, **kwargs)
+
+
+def floor(state: RunState, pair: Pair) -> float:
+    """CPU seconds per MiB of a plain Python sendto/recv pair over one plane of ``pair``."""
+    a, b = HOSTS
+    address = str(PLAN.host_address(0, b))
+    count = FLOOR_MIB * MIB // FLOOR_DATAGRAM
+    receiver = pair.popen(b, [sys.executable, "-c", FLOOR_RECEIVER, address, str(FLOOR_PORT),
+                              str(count * FLOOR_DATAGRAM)], stdout=subprocess.PIPE, text=True)
+    state.add_process(receiver.pid, "floor receiver")
+    assert receiver.stdout.readline() == "ready\n"
+    sender = pair.popen(a, [sys.executable, "-c", FLOOR_SENDER, address, str(FLOOR_PORT), str(FLOOR_DATAGRAM),
+                            str(count)])
+    state.add_process(sender.pid, "floor sender")
+    meter = CpuMeter({receiver.pid: "receiver", sender.pid: "sender"})
+    meter.start()  # the interpreters' start-up is not counted: the receiver was ready, the sender is young
+    sender.wait(120)
+    got = int(receiver.stdout.readline())
+    meter.stop()
+    receiver.wait(10)
+    if got < count * FLOOR_DATAGRAM // 2:
+        raise RuntimeError(f"floor: only {got} of {count * FLOOR_DATAGRAM} bytes arrived")
+    return sum(meter.used.values()) / (got / MIB)
+
+
+def run(pairs: int, mib: int, options: dict) -> dict:
+    state = RunState.create("benchmark agent_pairs")
+    tmp = Path(tempfile.mkdtemp(prefix="agent-pairs-"))
+    clients: dict[tuple[int, int], AgentClient] = {}
+    try:
+        nets = [Pair(state, i) for i in range(pairs)]
+        floor_s = floor(state, nets[0])
+        procs = {}
+        for i, net in enumerate(nets):
+            for h in HOSTS:
+                control, log = str(tmp / f"p{i}h{h}.sock"), str(tmp / f"p{i}h{h}.log")
+                proc = net.popen(h, command(h, PLAN, control, log, "mrc", 9000, options),
+                                 stderr=subprocess.PIPE, text=True)
+                state.add_process(proc.pid, f"agent p{i}h{h}")
+                procs[proc.pid] = f"agent p{i}h{h}"
+                clients[i, h] = AgentClient(control, timeout=20)
+        for client in clients.values():
+            client.request("ping")
+        idle = CpuMeter(procs)
+        idle.start()
+        time.sleep(2.0)
+        idle_pct = max(idle.stop().values()) / 2.0 * 100
+        a, b = HOSTS
+        meter = CpuMeter(procs)
+        meter.start()
+        start = time.monotonic()
+        for i in range(pairs):
+            for msg in range(mib):
+                clients[i, a].request("post", conn=1, peer=b, msg=msg, size=MIB)
+        for i in range(pairs):
+            clients[i, b].wait(lambda ev: sum(e["event"] == "delivered" for e in ev) == mib, 120 + 4 * mib)
+            clients[i, a].wait(lambda ev: sum(e["event"] == "completed" for e in ev) == mib, 60)
+        meter.stop()
+        last = max(e["t"] for i in range(pairs) for e in clients[i, b].events if e["event"] == "delivered")
+        verified = delivered = retransmitted = 0
+        for i in range(pairs):
+            counters = clients[i, b].request("stats")["counters"]
+            verified += counters["bytes_verified"]
+            delivered += counters["bytes_delivered"]
+            retransmitted += clients[i, a].request("stats")["counters"]["retransmitted"]
+        if verified != pairs * mib * MIB or verified != delivered:
+            raise RuntimeError(f"{verified} bytes verified, {delivered} delivered, of {pairs * mib * MIB} sent")
+        cost = meter.per_mib(verified)
+        senders = sum(cpu for label, cpu in meter.used.items() if label.endswith(f"h{a}")) / (verified / MIB)
+        return {"pairs": pairs, "mib_per_pair": mib, "seconds": round(last - start, 3),
+                "goodput_bps": round(verified * 8 / (last - start)), "cpu_s_per_mib": cost["agents"],
+                "sender_cpu_s_per_mib": round(senders, 5), "receiver_cpu_s_per_mib": round(cost["agents"] - senders, 5),
+                "floor_cpu_s_per_mib": round(floor_s, 5), "ratio_to_floor": round(cost["agents"] / floor_s, 2),
+                "idle_agent_max_cpu_pct": round(idle_pct, 2), "retransmitted": retransmitted,
+                "load_before": os.getloadavg()[0]}
+    finally:
+        for client in clients.values():
+            try:
+                client.request("quit")
+            except Exception:  # noqa: BLE001 - teardown kills it by PID anyway
+                pass
+            client.close()
+        state.teardown()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=8)
+    parser.add_argument("--mib", type=int, default=16, help="1 MiB messages per pair")
+    parser.add_argument("--options", type=json.loads, default={}, help="MRC transport options (JSON)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    load = os.getloadavg()[0]
+    r = run(args.pairs, args.mib, args.options)
+    r["load_before"] = load
+    if args.json:
+        print(json.dumps(r, indent=1))
+        return
+    print(f"{r['pairs']} MRC agent pairs on veth, {r['mib_per_pair']} MiB each, all at once (load {load:.2f}): "
+          f"{r['goodput_bps'] / 1e6:.0f} Mbit/s aggregate in {r['seconds']:.2f} s, {r['retransmitted']} retransmitted")
+    print(f"CPU s per delivered MiB: agents {r['cpu_s_per_mib']:.4f} (senders {r['sender_cpu_s_per_mib']:.4f}, "
+          f"receivers {r['receiver_cpu_s_per_mib']:.4f}); Python sendto/recv floor {r['floor_cpu_s_per_mib']:.4f}; "
+          f"ratio {r['ratio_to_floor']:.2f}")
+    print(f"idle agents: at most {r['idle_agent_max_cpu_pct']:.2f}% of a core each over 2 s")
+
+
+if __name__ == "__main__":
+    main()
