@@ -57,17 +57,21 @@ def datapath() -> Row:
 
 
 def _qdisc_works(kind: list[str]) -> bool:
-    """Try a qdisc on a throwaway veth inside a throwaway namespace (no dummy module here)."""
-    ns = f"mrclabchk{os.getpid()}"
-    if _run(["ip", "netns", "add", ns]) is None:
-        return False
+    """Try a qdisc on a throwaway veth inside a throwaway namespace (no dummy module here), recorded as a
+    run of its own so that `mrclab clean` removes it if the check is killed."""
+    from .runstate import RunState
+    state = RunState.create("check")
+    ns = f"{state.prefix}chk"
+    state.add_namespace(ns)
     try:
+        if _run(["ip", "netns", "add", ns]) is None:
+            return False
         base = ["ip", "netns", "exec", ns]
         _run(base + ["ip", "link", "add", "d0", "type", "veth", "peer", "name", "d1"])
         result = _run(base + ["tc", "qdisc", "add", "dev", "d0", "root"] + kind)
         return result is not None and result.returncode == 0
     finally:
-        _run(["ip", "netns", "del", ns])
+        state.teardown()
 
 
 OVS_SNDBUF_MIN = 16 << 20
@@ -128,7 +132,9 @@ def mnexec() -> Row:
 
 
 def rows() -> list[Row]:
-    from .fabric import egress  # the eBPF egress program owns its own availability check
+    from .fabric import (
+        egress,  # the eBPF egress program owns its own availability check
+    )
     return [root(), ovs(), datapath(), ovs_sndbuf(), htb(), egress.check_row(), netem(),
             python_module("os_ken", "os-ken"), python_module("mininet.net", "mininet"), mnexec()]
 
