@@ -18,16 +18,20 @@ from typing import Any
 
 from ..errors import MrclabError
 from ..fabric.layout import Layout
+from .. import lifeline
 from ..runstate import RunState
 from . import stats
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def listening_socket() -> socket.socket:
+    """A socket listening on a free port of 127.0.0.1, handed to the controller as it is: a port chosen,
+    released and then bound could be taken by another local process in between."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    return sock
 
 
 class Controller:
@@ -36,7 +40,8 @@ class Controller:
     def __init__(self, state: RunState, layout: Layout, directory: Path, app: str = "static_srv6",
                  convergence_delay: float = 2.0) -> None:
         self.state, self.layout, self.app = state, layout, app
-        self.port = free_port()
+        listener = listening_socket()
+        self.port = listener.getsockname()[1]
         directory.mkdir(parents=True, exist_ok=True)
         self.layout_path = directory / "layout.json"
         self.stats_path = directory / "controller-stats.json"
@@ -44,12 +49,13 @@ class Controller:
         self.layout_path.write_text(json.dumps(layout.to_dict()))
         self.stats_path.unlink(missing_ok=True)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-        with open(self.log_path, "ab") as log:
+        with open(self.log_path, "ab") as log, listener:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "mrclab.controller", "--app", app, "--port", str(self.port),
                  "--layout", str(self.layout_path), "--stats", str(self.stats_path), "--log", str(self.log_path),
-                 "--convergence-delay", str(convergence_delay)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
+                 "--convergence-delay", str(convergence_delay), "--listen-fd", str(listener.fileno())],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True,
+                pass_fds=(listener.fileno(),), preexec_fn=lifeline.die_with_parent())
         state.add_process(self.process.pid, f"controller {app}")
 
     @property
