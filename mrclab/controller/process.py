@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import lifeline
 from ..errors import MrclabError
 from ..fabric.layout import Layout
-from .. import lifeline
 from ..runstate import RunState
 from . import stats
 
@@ -55,7 +55,7 @@ class Controller:
                  "--layout", str(self.layout_path), "--stats", str(self.stats_path), "--log", str(self.log_path),
                  "--convergence-delay", str(convergence_delay), "--listen-fd", str(listener.fileno())],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True,
-                pass_fds=(listener.fileno(),), preexec_fn=lifeline.die_with_parent())
+                pass_fds=(listener.fileno(),), preexec_fn=lifeline.die_with_parent())  # noqa: PLW1509  armed from the main thread
         state.add_process(self.process.pid, f"controller {app}")
 
     @property

@@ -1,6 +1,5 @@
 """Hostile or careless spec files: every one is refused when it is read, with one short line (exit 2),
 within a small time and memory bound; nothing reaches a lab."""
-import os
 import resource
 import subprocess
 import sys

@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+from typing import ClassVar
 
 import pytest
 
@@ -46,7 +47,7 @@ def test_a_child_dies_within_a_second_of_its_parents_sigkill():
 
 
 class _Layout:
-    switches = {}
+    switches: ClassVar[dict] = {}
 
     def to_dict(self):
         return {}

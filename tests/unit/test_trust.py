@@ -38,7 +38,8 @@ def test_crash_log_is_a_new_private_file_in_roots_own_directory(monkeypatch, cap
         assert os.path.dirname(path) == str(state_dir)
         info = os.lstat(path)
         assert stat.S_ISREG(info.st_mode) and info.st_mode & 0o777 == 0o600 and info.st_uid == 0
-        assert "RuntimeError: a bug" in open(path).read()
+        with open(path) as f:
+            assert "RuntimeError: a bug" in f.read()
     assert stat.S_IMODE(os.stat(state_dir).st_mode) == 0o700
 
 
