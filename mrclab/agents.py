@@ -16,6 +16,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import lifeline
 from .errors import MrclabError
 from .runstate import RunState
 from .spec import Scenario
@@ -79,7 +80,7 @@ class Agents:
                     "--seed", str(scenario.seed)]
             stderr = open(log_dir / f"agent-{name}.stderr", "wb")
             proc = host.popen(argv, stdin=subprocess.DEVNULL, stdout=stderr, stderr=subprocess.STDOUT,
-                              cwd=str(Path(__file__).resolve().parents[1]))
+                              cwd=str(Path(__file__).resolve().parents[1]), preexec_fn=lifeline.die_with_parent())
             stderr.close()
             state.add_process(proc.pid, f"agent {name}")
             pending[name] = (index, control, proc)

@@ -71,14 +71,16 @@ print("ok" if data == b"mrclab probe" else "wrong")
 
 def linux_srv6_probe() -> tuple[bool, str]:
     """Whether this kernel forwards the fabric's uSID carriers with seg6local End (next-csid), tried on
-    one router between two throwaway namespaces (removed again)."""
-    host, router = f"mrclabchk{os.getpid()}h", f"mrclabchk{os.getpid()}r"
-    made = []
+    one router between two throwaway namespaces, recorded as a run of their own (as `_qdisc_works`
+    does) so that `mrclab clean` removes them if the check is killed."""
+    from .runstate import RunState
+    state = RunState.create("check srv6")
+    host, router = f"{state.prefix}chkh", f"{state.prefix}chkr"
     try:
         for ns in (host, router):
+            state.add_namespace(ns)
             if _run(["ip", "netns", "add", ns]) is None:
                 return False, "cannot create network namespaces"
-            made.append(ns)
         steps = [
             ["ip", "-n", router, "link", "add", "name", "p0", "address", "02:00:00:00:10:00", "type", "veth",
              "peer", "name", "p1", "address", "02:00:00:00:40:00", "netns", host],
@@ -105,8 +107,7 @@ def linux_srv6_probe() -> tuple[bool, str]:
     except (OSError, subprocess.TimeoutExpired) as e:
         return False, str(e)
     finally:
-        for ns in made:
-            _run(["ip", "netns", "del", ns])
+        state.teardown()
 
 
 def auto_datapath() -> tuple[str, str]:
@@ -130,17 +131,21 @@ def datapath() -> Row:
 
 
 def _qdisc_works(kind: list[str]) -> bool:
-    """Try a qdisc on a throwaway veth inside a throwaway namespace (no dummy module here)."""
-    ns = f"mrclabchk{os.getpid()}"
-    if _run(["ip", "netns", "add", ns]) is None:
-        return False
+    """Try a qdisc on a throwaway veth inside a throwaway namespace (no dummy module here), recorded as a
+    run of its own so that `mrclab clean` removes it if the check is killed."""
+    from .runstate import RunState
+    state = RunState.create("check")
+    ns = f"{state.prefix}chk"
+    state.add_namespace(ns)
     try:
+        if _run(["ip", "netns", "add", ns]) is None:
+            return False
         base = ["ip", "netns", "exec", ns]
         _run(base + ["ip", "link", "add", "d0", "type", "veth", "peer", "name", "d1"])
         result = _run(base + ["tc", "qdisc", "add", "dev", "d0", "root"] + kind)
         return result is not None and result.returncode == 0
     finally:
-        _run(["ip", "netns", "del", ns])
+        state.teardown()
 
 
 OVS_SNDBUF_MIN = 16 << 20
@@ -201,7 +206,9 @@ def mnexec() -> Row:
 
 
 def rows() -> list[Row]:
-    from .fabric import egress  # the eBPF egress program owns its own availability check
+    from .fabric import (
+        egress,  # the eBPF egress program owns its own availability check
+    )
     return [root(), ovs(), datapath(), ovs_sndbuf(), htb(), egress.check_row(), netem(),
             python_module("os_ken", "os-ken"), python_module("mininet.net", "mininet"), mnexec()]
 

@@ -7,7 +7,9 @@ Every failure becomes one line on stderr and an exit code from SPEC.md (0 ok,
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -20,6 +22,7 @@ from . import check as check_mod
 from . import runstate
 from .errors import EnvironmentNotReady, ExpectationFailed, MrclabError, UsageError
 from .spec import topology as topology_mod
+from .spec.reader import one_line
 from .spec.scenario import DATAPATHS
 
 out = Console(highlight=False)
@@ -105,17 +108,26 @@ def topo_show(file: str, as_json: bool) -> None:
               "(default results/<name>-<UTC timestamp>/).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario key by dotted path.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results document only.")
-def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
+@click.option("--dry-run", is_flag=True, help="Check everything that can be checked without a lab, print the "
+              "resolved scenario and its expanded timeline, build nothing.")
+def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], as_json: bool, dry_run: bool) -> None:
     """Run a scenario with a live progress view; write its results directory."""
-    from . import runner
+    from . import preflight
     from .spec import scenario as scenario_mod
 
     spec = scenario_mod.load(scenario, list(overrides))
+    preflight.check(spec)
+    if dry_run:
+        plan = preflight.plan(spec)
+        if as_json:
+            emit_json(plan)
+        else:
+            import yaml
+            sys.stdout.write(yaml.safe_dump(plan, sort_keys=False))
+        return
+    target = results_dir(spec.name, out_dir)
     require_environment()
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    target = Path(out_dir) if out_dir else Path("results") / f"{spec.name}-{stamp}"
-    if target.exists() and any(target.iterdir()):
-        raise UsageError(f"--out {target}: directory exists and is not empty")
+    from . import runner
     doc = runner.run_scenario(spec, target, console=None if as_json else err)
     if as_json:
         emit_json({**doc, "dir": str(target)})
@@ -125,11 +137,28 @@ def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], as_json:
         sys.exit(1)
 
 
+def results_dir(name: str, out_dir: str | None) -> Path:
+    """Where the run writes: --out as given (empty, and ours if it exists), or results/<name>-<stamp> inside
+    results/ (the name is checked when the scenario is read; this checks the resolved path too)."""
+    if out_dir:
+        target = Path(out_dir)
+    else:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        target = Path("results") / f"{name}-{stamp}"
+        if target.resolve().parent != Path("results").resolve():
+            raise UsageError(f"scenario name {name!r} would place results outside results/")
+    if target.is_symlink():
+        raise UsageError(f"--out {target}: is a symbolic link; give the directory itself")
+    if target.exists():
+        if not target.is_dir() or any(target.iterdir()):
+            raise UsageError(f"--out {target}: exists and is not an empty directory")
+        if target.stat().st_uid != os.geteuid():
+            raise UsageError(f"--out {target}: belongs to another user")
+    return target
+
+
 def print_summary(doc: dict, target: Path) -> None:
     from .report.summary import actual_text, cpu_text, rtt_text
-    for u in doc.get("unfired_events", []):
-        err.print(f"[yellow]event {u['event_index']} ({u['action']} {u['target']} at {u['t_s']:g} s) never fired: "
-                  f"the workload ended at {doc['duration_s']:g} s[/yellow]")
     s = doc["summary"]
     table = Table(title=f"{doc['scenario']['name']}: {doc['transport']} over {doc['routing']} "
                         f"on {doc['topology']['name']}")
@@ -248,6 +277,22 @@ def clean(as_json: bool) -> None:
         out.print("nothing to clean")
 
 
+def crash_log(text: str) -> str:
+    """Write a traceback to a new file no one else can have planted or redirected: created exclusively
+    (mkstemp: O_EXCL, mode 0600) in root's own run-state directory, or the user's temp directory."""
+    directory = None
+    if os.geteuid() == 0:
+        directory = runstate.private_root()
+    try:
+        fd, path = tempfile.mkstemp(prefix="crash-" if directory else "mrclab-crash-", suffix=".log",
+                                    dir=directory)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        return f"traceback in {path}"
+    except OSError as exc:
+        return f"traceback not saved: {exc.strerror}"
+
+
 def main() -> None:
     try:
         cli.main(standalone_mode=False)
@@ -263,14 +308,13 @@ def main() -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except MrclabError as exc:
-        sys.stderr.write(f"mrclab: {exc}\n")
+        sys.stderr.write(one_line(f"mrclab: {exc}", 600) + "\n")
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.stderr.write("mrclab: interrupted\n")
         sys.exit(130)
     except Exception as exc:  # a bug: one line for the user, the traceback in a file for us
-        log = Path("/tmp/mrclab-crash.log")
-        log.write_text(traceback.format_exc())
-        sys.stderr.write(f"mrclab: internal error: {type(exc).__name__}: {exc} (traceback in {log})\n")
+        where = crash_log(traceback.format_exc())
+        sys.stderr.write(one_line(f"mrclab: internal error: {type(exc).__name__}: {exc}") + f" ({where})\n")
         sys.exit(1)
     sys.exit(0)

@@ -2,8 +2,9 @@
 
 Everything the run creates is recorded in a RunState first and torn down on every
 way out: success, failure, Ctrl-C and SIGTERM (turned into an exception here so the
-`finally` blocks run). Results are written even when the run fails or hits its
-duration limit, so a researcher can see how far it got.
+`finally` blocks run). Results are written even when the run fails, is interrupted or
+hits its duration limit, marked with its `status` and the reason, so a researcher can
+see how far it got; runner.log says why too.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from . import timeline
 from .agents import Agents, effective_options
+from .errors import MrclabError
 from .metrics import avoid, expectations, results
 from .metrics.cost import CpuMeter
 from .metrics.fidelity import CpuSampler, latency_split
@@ -31,6 +33,10 @@ log = logging.getLogger("mrclab.runner")
 
 class Terminated(BaseException):
     """SIGTERM/SIGHUP: unwind like Ctrl-C so every teardown runs."""
+
+
+class RunFailed(MrclabError):
+    """The run stopped on an error; what it measured up to then is in its results directory."""
 
 
 @contextmanager
@@ -256,15 +262,19 @@ def _view(p: Progress, scenario: Scenario):
 
 def _logger(path: Path) -> logging.Handler:
     """runner.log. Importing Mininet installs its logger class, which gives every logger created
-    afterwards a level of its own (above INFO): mrclab's loggers are set back to inherit this one."""
+    afterwards a level of its own (above INFO) and a console handler of its own: mrclab's loggers are set
+    back to inherit this one, and write nowhere else."""
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     top = logging.getLogger("mrclab")
-    top.addHandler(handler)
     top.setLevel(logging.INFO)
     for name, logger in list(logging.root.manager.loggerDict.items()):
-        if name.startswith("mrclab.") and isinstance(logger, logging.Logger):
-            logger.setLevel(logging.NOTSET)
+        if (name == "mrclab" or name.startswith("mrclab.")) and isinstance(logger, logging.Logger):
+            if logger is not top:
+                logger.setLevel(logging.NOTSET)
+            for console in list(logger.handlers):  # a Mininet logger's own console handler: the file is the record
+                logger.removeHandler(console)
+    top.addHandler(handler)
     return handler
 
 
@@ -281,11 +291,15 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
     state = RunState.create(f"run {scenario.name}")
     agents = Agents()
     log.info("run %s: scenario %s, out %s", state.run_id, scenario.source, out_dir)
+    execution: Execution | None = None
+    failure: BaseException | None = None
+    doc = None
     try:
         with terminate_as_exception(), Fabric(scenario.topology, state, out_dir, routing=scenario.routing,
                                               convergence_delay=scenario.convergence_delay_s,
                                               datapath=scenario.datapath, seed=scenario.seed) as fabric:
             log.info("datapath %s: %s", fabric.datapath.name, fabric.datapath_detail)
+            sampler = meter = None
             try:
                 agents.start(scenario, {h: fabric.host(h) for h in scenario.workload.hosts}, state, out_dir)
                 if not agents.warm(warm_pairs(scenario)):
@@ -298,31 +312,79 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
                 if console is not None:
                     with Live(console=console, refresh_per_second=4, transient=True,
                               get_renderable=lambda: _view(execution.progress, scenario)):
-                        outcome = execution.run()
+                        execution.run()
                 else:
-                    outcome = execution.run()
-                meter.stop()
-                links = fabric.link_counters()
-                stats = agents.call_all("stats")
-                wall = outcome.t_end - outcome.t0
-                summary = results.summary(outcome, stats)
-                summary["cpu_s_per_mib"] = meter.per_mib(summary["bytes"]["delivered"])
-                fidelity = sampler.stop(emulator_drops=sum(link["emulator_drops"] for link in links),
-                                        goodput_fraction=sum(outcome.ideal_s[:len(outcome.steps)]) / wall
-                                        if outcome.steps and wall > 0 else None,
-                                        latency=latency_split(rtt_mean(results.rtt_histogram(stats)),
-                                                              summary["base_rtt_s"], *fabric.queue_waits()))
-                doc = _document(scenario, state.run_id, started_at, outcome, summary, agents.samples,
-                                links, fabric.controller_stats(), fidelity,
-                                datapath=(fabric.datapath.name, fabric.datapath_detail))
+                    execution.run()
+            except BaseException as exc:  # noqa: BLE001  what was measured is written, marked with why it stopped
+                failure = exc
+                log.error("run stopped: %s", describe(exc))
+            try:
+                outcome = execution.outcome if execution is not None else Outcome()
+                outcome.t_end = outcome.t_end or time.monotonic()
+                outcome.t0 = outcome.t0 or outcome.t_end
+                doc = _collect(scenario, state.run_id, started_at, outcome, agents, fabric, sampler, meter, failure)
             finally:
                 agents.stop()
+    except BaseException as exc:
+        failure = failure or exc
+        log.error("run stopped: %s", describe(exc))
+        raise
     finally:
         state.teardown()
         logging.getLogger("mrclab").removeHandler(handler)
         handler.close()
-    results.write(out_dir, doc)
-    results.write_messages(out_dir, _message_rows(outcome))
+        if doc is not None:
+            results.write(out_dir, doc)
+            results.write_messages(out_dir, _message_rows(outcome))
+    if failure is not None:
+        if not isinstance(failure, Exception):
+            raise failure
+        raise RunFailed(f"run failed: {describe(failure)}; what it measured is in {out_dir / 'results.json'}")
+    return doc
+
+
+def describe(exc: BaseException) -> str:
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted (Ctrl-C)"
+    if isinstance(exc, Terminated):
+        return f"interrupted ({exc})"
+    if isinstance(exc, SystemExit) and isinstance(exc.code, int) and exc.code > 128:  # the fabric's SIGTERM
+        return f"interrupted ({signal.Signals(exc.code - 128).name})"
+    return str(exc) if isinstance(exc, MrclabError) else f"{type(exc).__name__}: {exc}"
+
+
+def _collect(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome, agents: Agents, fabric,
+             sampler: CpuSampler | None, meter: CpuMeter | None, failure: BaseException | None) -> dict:
+    """The results document; after a failure, whatever can still be read (the rest left empty)."""
+    if meter is not None:
+        meter.stop()
+    def read(what: str, fn, default):
+        if failure is None:
+            return fn()
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001  the run already failed: keep what can be had
+            log.error("after the failure, %s could not be read: %s", what, exc)
+            return default
+    links = read("link counters", fabric.link_counters, [])
+    stats = read("agent stats", lambda: agents.call_all("stats", timeout=2.0) if agents.links else {}, {})
+    wall = outcome.t_end - outcome.t0
+    summary = results.summary(outcome, stats)
+    if meter is not None:
+        summary["cpu_s_per_mib"] = meter.per_mib(summary["bytes"]["delivered"])
+    fidelity = read("fidelity", lambda: sampler.stop(
+        emulator_drops=sum(link["emulator_drops"] for link in links),
+        goodput_fraction=sum(outcome.ideal_s[:len(outcome.steps)]) / wall if outcome.steps and wall > 0 else None,
+        latency=latency_split(rtt_mean(results.rtt_histogram(stats)), summary["base_rtt_s"],
+                              *fabric.queue_waits())), {"cpu_busy_pct": None, "ok": False, "notes": ["not measured"]})
+    controller = read("controller stats", fabric.controller_stats, {"flow_mods_boot": None,
+                                                                   "flow_mods_after_boot": None})
+    doc = _document(scenario, run_id, started_at, outcome, summary, agents.samples, links, controller, fidelity,
+                    datapath=(fabric.datapath.name, fabric.datapath_detail))
+    if failure is not None:
+        doc["status"] = "failed" if isinstance(failure, Exception) else "interrupted"
+        doc["error"] = describe(failure)
+        doc["expectations"].insert(0, {"name": "run", "expected": "completed", "actual": doc["error"], "ok": False})
     return doc
 
 
@@ -364,8 +426,13 @@ def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome
         "links": links,
         "controller": controller,
         "fidelity": fidelity,
+        "status": "completed",
     }
     checks = expectations.evaluate(scenario.expect, doc)
+    for u in outcome.unfired:
+        checks.insert(0, {"name": "events_fired", "expected": f"event {u['event_index']} fires",
+                          "actual": f"{u['action']} {u['target']} at {u['t_s']:g} s never fired: the workload "
+                                    f"ended at {outcome.t_end - outcome.t0:.3g} s", "ok": False})
     if outcome.aborted:
         checks.insert(0, {"name": "duration_limit", "expected": scenario.duration_limit_s,
                           "actual": outcome.aborted, "ok": False})

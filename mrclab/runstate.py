@@ -4,8 +4,9 @@ Every run gets a short id; every bridge and root-namespace interface it makes is
 with the prefix ``m<id>``, and every process it starts is recorded by PID together with
 the process's start time (so a recycled PID is never killed). The record lives in
 ``/run/mrclab/<id>.json`` and is rewritten atomically on every change. A run whose
-owner process is gone is stale; `clean` removes its bridges, interfaces, namespaces and
-processes and nothing else: no name patterns beyond its own prefix, never Mininet's global cleanup.
+owner process is gone is stale; `clean` removes its recorded bridges, interfaces, namespaces,
+mounts and processes and nothing else: no name patterns, never Mininet's global cleanup. Records are
+root's alone (directory 0700, files 0600): whoever can write one can make `clean` delete what it names.
 """
 from __future__ import annotations
 
@@ -20,7 +21,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-STATE_DIR = Path(os.environ.get("MRCLAB_STATE_DIR", "/run/mrclab"))
+
+
+def trusted_dir(variable: str, default: str) -> Path:
+    """A directory of mrclab's own; root takes none from the environment, which whoever started it chose."""
+    return Path(default if os.geteuid() == 0 else os.environ.get(variable, default))
+
+
+STATE_DIR = trusted_dir("MRCLAB_STATE_DIR", "/run/mrclab")
 _ALPHABET = string.ascii_lowercase + string.digits
 ID_LEN = 3
 
@@ -63,7 +71,7 @@ class RunState:
 
     @classmethod
     def create(cls, purpose: str = "") -> "RunState":
-        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        private_root()
         while True:
             run_id = "".join(secrets.choice(_ALPHABET) for _ in range(ID_LEN))
             if not (STATE_DIR / f"{run_id}.json").exists() and not _names_with_prefix(f"m{run_id}"):
@@ -78,7 +86,10 @@ class RunState:
 
     def save(self) -> None:
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self)))
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(asdict(self)))
         os.replace(tmp, self.path)
 
     def add_bridge(self, name: str) -> None:
@@ -127,17 +138,19 @@ class RunState:
         return start is None or start != self.owner_start
 
     def teardown(self) -> list[str]:
-        """Remove everything recorded or prefixed with this run's id; returns what was removed."""
+        """Remove what this run recorded, and only that; returns what existed and was removed."""
         removed = []
         for pid, start, label in reversed(self.processes):
-            if start is not None and proc_start_time(pid) == start:
+            if start is not None and proc_start_time(pid) == start and not _is_zombie(pid):
                 removed.append(f"process {pid} ({label})")
                 _kill(pid, start)
-        for bridge in set(self.bridges) | set(_bridges_with_prefix(self.prefix)):
-            subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", bridge],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            removed.append(f"bridge {bridge}")
-        for intf in set(self.interfaces) | set(_links_with_prefix(self.prefix)):
+        existing = set(_bridges()) if self.bridges else set()
+        for bridge in self.bridges:
+            if bridge in existing:
+                subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", bridge],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                removed.append(f"bridge {bridge}")
+        for intf in self.interfaces:
             if Path(f"/sys/class/net/{intf}").exists():
                 subprocess.run(["ip", "link", "del", intf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 removed.append(f"interface {intf}")
@@ -147,8 +160,9 @@ class RunState:
                 removed.append(f"namespace {ns}")
         shutil.rmtree(STATE_DIR / self.run_id, ignore_errors=True)
         for mount in list(self.mounts):
+            if os.path.lexists(mount):
+                removed.append(f"mount {mount}")
             self.release_mount(mount)
-            removed.append(f"mount {mount}")
         self.path.unlink(missing_ok=True)
         return removed
 
@@ -176,12 +190,24 @@ def _is_zombie(pid: int) -> bool:
         return True
 
 
-def _bridges_with_prefix(prefix: str) -> list[str]:
+def private_root() -> Path:
+    """STATE_DIR, made if missing; refused unless it is ours and no one else may write in it."""
+    STATE_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = STATE_DIR.lstat()
+    if info.st_uid != os.geteuid() or info.st_mode & 0o022 or not STATE_DIR.is_dir() or STATE_DIR.is_symlink():
+        raise PermissionError(f"{STATE_DIR} must be a directory of uid {os.geteuid()} that no one else can write")
+    return STATE_DIR
+
+
+def _bridges() -> list[str]:
     try:
-        out = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True).stdout
+        return subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True).stdout.split()
     except FileNotFoundError:
         return []
-    return [b for b in out.split() if b.startswith(prefix)]
+
+
+def _bridges_with_prefix(prefix: str) -> list[str]:
+    return [b for b in _bridges() if b.startswith(prefix)]
 
 
 def _links_with_prefix(prefix: str) -> list[str]:

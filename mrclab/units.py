@@ -1,7 +1,9 @@
 """Sizes, rates and durations with units, as written in topology and scenario files."""
 from __future__ import annotations
 
+import math
 import re
+import reprlib
 
 _SIZE = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
 _RATE = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "bps": 1, "kbps": 10**3, "mbps": 10**6, "gbps": 10**9}
@@ -10,23 +12,26 @@ _NUMBER = re.compile(r"^\s*(-?[0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$")
 
 
 def _parse(value, table: dict, what: str, default_unit: str | None) -> float:
+    shown = reprlib.repr(value)
     if isinstance(value, bool):
-        raise ValueError(f"expected a {what}, got {value!r}")
+        raise ValueError(f"expected a {what}, got {shown}")
     if isinstance(value, (int, float)):
         if default_unit is None:
-            raise ValueError(f"a {what} needs a unit ({', '.join(k for k in table if k)}), got {value!r}")
+            raise ValueError(f"a {what} needs a unit ({', '.join(k for k in table if k)}), got {shown}")
         number, unit = float(value), default_unit
     else:
-        match = _NUMBER.match(str(value))
+        match = _NUMBER.match(str(value)) if isinstance(value, str) and len(value) <= 64 else None
         if not match:
-            raise ValueError(f"expected a {what} like {_example(what)}, got {value!r}")
+            raise ValueError(f"expected a {what} like {_example(what)}, got {shown}")
         number, unit = float(match.group(1)), match.group(2).lower()
         if unit == "" and default_unit is not None:
             unit = default_unit
     if unit not in table:
         raise ValueError(f"unknown unit {unit!r} for a {what}; allowed: {', '.join(k for k in table if k)}")
     if number < 0:
-        raise ValueError(f"a {what} cannot be negative, got {value!r}")
+        raise ValueError(f"a {what} cannot be negative, got {shown}")
+    if not math.isfinite(number * table[unit]):
+        raise ValueError(f"a {what} must be finite, got {shown}")
     return number * table[unit]
 
 

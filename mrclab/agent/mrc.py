@@ -47,7 +47,8 @@ from typing import Callable
 from ..addressing import HOST_BASE, Plan, decode
 from ..transport import (Connection, EvState, EvStateChanged, MessageCompleted, MessageDelivered, MessageFailed,
                          TransportConfig, WireError)
-from ..transport.wire import DATA_HEADER_LEN, MRC_UDP_PORT, peek_conn_id
+from ..transport.config import for_mtu
+from ..transport.wire import MRC_UDP_PORT, peek_conn_id
 from .ecmp import flow_hash
 from .loop import Reactor
 from .payload import Payloads
@@ -62,15 +63,9 @@ wire bytes wait in one NIC's queue: under the default 64 KiB host-port queue, an
 ENOBUFS_RETRY = 0.0002
 IPV6_RECVERR = 25  # linux/in6.h; the socket module does not export it
 SO_RCVBUFFORCE = 33  # asm-generic/socket.h; root may exceed net.core.rmem_max
-UDP_OVERHEAD = 40 + 8  # IPv6 + UDP headers
 ENTROPY_PORT_BASE = 49152  # RoCEv2's range for source-port entropy
 
 Emit = Callable[[dict], None]
-
-
-def mss_for_mtu(mtu: int) -> int:
-    """Payload bytes per DATA packet that fill, and do not exceed, one MTU."""
-    return mtu - UDP_OVERHEAD - DATA_HEADER_LEN
 
 
 def open_sockets(plan: Plan, host: int, port: int = MRC_UDP_PORT) -> tuple[list[socket.socket], socket.socket]:
@@ -486,7 +481,5 @@ def configure(options: dict, mtu: int, single_path: bool) -> TransportConfig:
     ``sack_delay`` 0 unless set: the agent takes its answers once per wake-up, which already coalesces the
     SACKs of what one wake-up received, while a delay below the loop's timer granularity (a millisecond)
     would only cost a wake-up of its own per SACK."""
-    config = TransportConfig.from_options({"mss": mss_for_mtu(mtu), "sack_delay": 0.0, **options})
-    if config.mss > mss_for_mtu(mtu):
-        raise ValueError(f"transport option mss={config.mss} does not fit MTU {mtu} (at most {mss_for_mtu(mtu)})")
+    config = for_mtu({"sack_delay": 0.0, **options}, mtu)
     return dataclasses.replace(config, single_path=True) if single_path else config

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import lifeline
 from ..errors import MrclabError
 from ..fabric.layout import Layout
 from ..runstate import RunState
@@ -24,10 +25,13 @@ from . import stats
 REPO = Path(__file__).resolve().parents[2]
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def listening_socket() -> socket.socket:
+    """A socket listening on a free port of 127.0.0.1, handed to the controller as it is: a port chosen,
+    released and then bound could be taken by another local process in between."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    return sock
 
 
 class Controller:
@@ -47,18 +51,26 @@ class Controller:
         argv = [sys.executable, "-m", "mrclab.controller", "--app", app, "--datapath", datapath,
                 "--layout", str(self.layout_path), "--stats", str(self.stats_path), "--log", str(self.log_path),
                 "--convergence-delay", str(convergence_delay)]
-        self.port = None
+        self.port, listener = None, None
         if datapath == "linux":
             netns_path = directory / "netns.json"
             netns_path.write_text(json.dumps(netns))
             argv += ["--netns", str(netns_path)]
         else:
-            self.port = free_port()
+            listener = listening_socket()
+            self.port = listener.getsockname()[1]
             argv += ["--port", str(self.port)]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        pass_fds: tuple[int, ...] = ()
+        if listener is not None:
+            pass_fds = (listener.fileno(),)
+            argv += ["--listen-fd", str(listener.fileno())]
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-                                            start_new_session=True)
+                                            start_new_session=True, pass_fds=pass_fds,
+                                            preexec_fn=lifeline.die_with_parent())  # noqa: PLW1509  armed from the main thread
+        if listener is not None:
+            listener.close()
         state.add_process(self.process.pid, f"controller {app}")
 
     @property

@@ -48,6 +48,7 @@ import hashlib
 import os
 import platform
 import shutil
+import stat
 import subprocess
 import time
 from dataclasses import dataclass
@@ -56,10 +57,10 @@ from typing import NamedTuple
 
 from ..check import PROVISION, Row
 from ..errors import EnvironmentNotReady
-from ..runstate import RunState
+from ..runstate import RunState, trusted_dir
 
 SOURCE = Path(__file__).with_name("bpf") / "egress.c"
-CACHE_DIR = Path(os.environ.get("MRCLAB_CACHE_DIR", "/var/cache/mrclab"))
+CACHE_DIR = trusted_dir("MRCLAB_CACHE_DIR", "/var/cache/mrclab")
 MAX_PORTS = 4096  # MAX_PORTS in egress.c; id 0 is never used
 CHECK_ROW = "ebpf trimming"
 _HTB_TRIMMED_SHARE = 10  # the trimmed-header class is guaranteed 1/10 of the rate, may use all
@@ -114,9 +115,11 @@ def compiled_object() -> Path:
     version = subprocess.run([clang, "--version"], capture_output=True).stdout
     digest = hashlib.sha256(SOURCE.read_bytes() + version).hexdigest()[:16]
     obj = CACHE_DIR / f"egress-{digest}.o"
-    if obj.exists():
+    CACHE_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
+    _check_private(CACHE_DIR)
+    if os.path.lexists(obj):
+        _check_private(obj)
         return obj
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
     tmp = obj.with_name(f"{obj.name}.{os.getpid()}.tmp")
     result = subprocess.run([clang, "-O2", "-g", "-target", "bpf", f"-I/usr/include/{platform.machine()}-linux-gnu",
                              "-c", str(SOURCE), "-o", str(tmp)], capture_output=True, text=True)
@@ -124,8 +127,20 @@ def compiled_object() -> Path:
         tmp.unlink(missing_ok=True)
         raise EnvironmentNotReady(f"compiling {SOURCE.name} failed (mrclab check: {CHECK_ROW}): "
                                   f"{result.stderr.strip()[-500:]}")
+    os.chmod(tmp, 0o644)
     os.replace(tmp, obj)  # atomic: a concurrent run sees the whole file or none
     return obj
+
+
+def _check_private(path: Path) -> None:
+    """What the kernel is handed must be ours alone: owned by this user, a plain file or directory (no
+    link), writable by no one else; anything else could be swapped for another program."""
+    info = path.lstat()
+    kind_ok = stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)
+    if not kind_ok or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise EnvironmentNotReady(f"{path} is not trusted (owner uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):o}"
+                                  f"{'' if kind_ok else ', not a plain file or directory'}): it must belong to uid "
+                                  f"{os.geteuid()} and be writable by no one else; remove it and run again")
 
 
 @dataclass
@@ -160,8 +175,8 @@ class Egress:
                           for name in ("cfg", "stats")}
             prog_fd = self._lib.bpf_program__fd(self._lib.bpf_object__find_program_by_name(self._obj, b"egress"))
             state.add_mount(self._mount)
-            os.makedirs(self._mount, exist_ok=True)
-            _run(["mount", "-t", "bpf", "bpf", self._mount])
+            os.makedirs(self._mount, mode=0o700, exist_ok=True)
+            _run(["mount", "-t", "bpf", "-o", "mode=0700", "bpf", self._mount])
             self._pin = f"{self._mount}/egress"
             if self._lib.bpf_obj_pin(prog_fd, self._pin.encode()):
                 raise EnvironmentNotReady(f"cannot pin the program in {self._mount}: "

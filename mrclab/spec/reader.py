@@ -1,6 +1,16 @@
-"""Walks a parsed YAML mapping key by key so every error names the file, the key and what is allowed."""
+"""Walks a parsed YAML mapping key by key so every error names the file, the key and what is allowed.
+
+Spec files come from users and from whoever else can write where they point, so reading one
+is bounded: a regular file of at most `MAX_FILE_BYTES`, UTF-8, no aliases (a kilobyte of them
+expands to gigabytes), no duplicate keys (YAML would keep the last silently), at most
+`MAX_DEPTH` levels of nesting. Every way a file can be wrong is a UsageError of one short line.
+"""
 from __future__ import annotations
 
+import math
+import os
+import reprlib
+import stat
 from pathlib import Path
 from typing import Any, Callable
 
@@ -8,20 +18,121 @@ import yaml
 
 from ..errors import UsageError
 
+MAX_FILE_BYTES = 1 << 20
+MAX_DEPTH = 16
+_repr = reprlib.Repr()
+_repr.maxstring = _repr.maxother = 60
+_repr.maxlist = _repr.maxdict = _repr.maxtuple = 6
+_repr.maxlevel = 3
 
-def load_yaml(path: Path) -> Any:
+
+def short(value: Any) -> str:
+    """`repr` shortened for an error line, however large or nested the value."""
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+        return _repr.repr(value)
+    except (RecursionError, ValueError):
+        return f"<{type(value).__name__}>"
+
+
+def clip(path: Any, limit: int = 120) -> str:
+    """A path for an error line: as written, cut in the middle when long."""
+    text_ = str(path)
+    return text_ if len(text_) <= limit else f"{text_[:limit // 2]}...{text_[-limit // 2:]}"
+
+
+class _Loader(yaml.SafeLoader):
+    """safe_load without aliases and without duplicate keys."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.MarkedYAMLError(None, None, "aliases (*name) are not accepted in mrclab files",
+                                       event.start_mark)
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:
+                raise yaml.MarkedYAMLError(None, None, "a mapping key must be a plain value",
+                                           key_node.start_mark) from None
+            if duplicate:
+                raise yaml.MarkedYAMLError(None, None, f"duplicate key {short(key)}", key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """YAML text -> plain data, or a UsageError of one line naming `source` and where it went wrong."""
     try:
-        return yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise UsageError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise UsageError(one_line(f"{source}: not valid YAML{where}: {problem}")) from None
+    except RecursionError:
+        raise UsageError(f"{clip(source)}: nested more than {MAX_DEPTH} levels deep") from None
+    if _depth(data) > MAX_DEPTH:
+        raise UsageError(f"{clip(source)}: nested more than {MAX_DEPTH} levels deep")
+    return data
+
+
+def _depth(data: Any) -> int:
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        if level > MAX_DEPTH:
+            break
+        if isinstance(node, dict):
+            stack.extend((v, level + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, level + 1) for v in node)
+    return deepest
+
+
+def one_line(message: str, limit: int = 300) -> str:
+    flat = " ".join(message.split())
+    return flat if len(flat) <= limit else flat[:limit - 3] + "..."
+
+
+def is_file(path: Path) -> bool:
+    """Path.exists() that treats a name too long or otherwise unusable as absent instead of raising."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
+
+
+def read_text(path: Path, what: str = "file") -> str:
+    """A regular file's text, at most MAX_FILE_BYTES of UTF-8; devices, FIFOs and directories are refused."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise UsageError(f"{clip(path)}: no such {what}") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{clip(path)}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"{clip(path)}: not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise UsageError(f"{clip(path)}: {info.st_size} bytes is more than a spec file may hold ({MAX_FILE_BYTES})")
+        raw = f.read(MAX_FILE_BYTES + 1)
+    if len(raw) > MAX_FILE_BYTES:
+        raise UsageError(f"{clip(path)}: more than a spec file may hold ({MAX_FILE_BYTES} bytes)")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{clip(path)}: not UTF-8 text (byte {exc.start})") from None
+
+
+def load_yaml(path: Path, what: str = "file") -> Any:
+    return parse_yaml(read_text(path, what), str(path))
 
 
 class Reader:
@@ -39,7 +150,7 @@ class Reader:
         return f"{self.prefix}{name}"
 
     def fail(self, key: str, message: str):
-        raise UsageError(f"{self.source}: {key}: {message}")
+        raise UsageError(one_line(f"{self.source}: {key}: {message}"))
 
     def has(self, name: str) -> bool:
         return name in self.data
@@ -56,13 +167,13 @@ class Reader:
             return default
         try:
             return convert(self.data[name])
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, OverflowError) as exc:
             self.fail(self.key(name), str(exc))
 
     def choice(self, name: str, allowed: tuple[str, ...], default: Any = ...) -> str:
         def check(value):
             if value not in allowed:
-                raise ValueError(f"{value!r} is not one of: {', '.join(allowed)}")
+                raise ValueError(f"{short(value)} is not one of: {', '.join(allowed)}")
             return value
         return self.get(name, check, default, what="one of " + ", ".join(allowed))
 
@@ -80,10 +191,10 @@ class Reader:
 def integer(low: int, high: int | None = None) -> Callable[[Any], int]:
     def convert(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"expected a whole number, got {value!r}")
+            raise ValueError(f"expected a whole number, got {short(value)}")
         if value < low or (high is not None and value > high):
-            raise ValueError(f"must be between {low} and {high}, got {value}" if high is not None
-                             else f"must be at least {low}, got {value}")
+            raise ValueError(f"must be between {low} and {high}, got {short(value)}" if high is not None
+                             else f"must be at least {low}, got {short(value)}")
         return value
     return convert
 
@@ -91,21 +202,21 @@ def integer(low: int, high: int | None = None) -> Callable[[Any], int]:
 def number(low: float, high: float | None = None) -> Callable[[Any], float]:
     def convert(value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"expected a number, got {value!r}")
-        if value < low or (high is not None and value > high):
-            raise ValueError(f"must be between {low} and {high}, got {value}" if high is not None
-                             else f"must be at least {low}, got {value}")
+            raise ValueError(f"expected a number, got {short(value)}")
+        if not math.isfinite(value) or value < low or (high is not None and value > high):
+            raise ValueError(f"must be between {low} and {high}, got {short(value)}" if high is not None
+                             else f"must be a finite number of at least {low}, got {short(value)}")
         return float(value)
     return convert
 
 
 def boolean(value: Any) -> bool:
     if not isinstance(value, bool):
-        raise ValueError(f"expected true or false, got {value!r}")
+        raise ValueError(f"expected true or false, got {short(value)}")
     return value
 
 
 def text(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"expected a non-empty string, got {value!r}")
+        raise ValueError(f"expected a non-empty string, got {short(value)}")
     return value

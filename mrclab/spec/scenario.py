@@ -6,6 +6,7 @@ directory is `Scenario.to_dict()`, so a reader always sees the values that ran.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,21 @@ from typing import Any
 import yaml
 
 from ..errors import UsageError
+from ..transport.config import validate_options
 from ..units import format_rate, format_size, rate_bps, seconds, size_bytes
 from . import topology as topology_mod
-from .reader import Reader, boolean, integer, load_yaml, number, text
+from .reader import (
+    Reader,
+    boolean,
+    clip,
+    integer,
+    is_file,
+    load_yaml,
+    number,
+    parse_yaml,
+    short,
+    text,
+)
 from .topology import Topology
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
@@ -27,6 +40,10 @@ PATTERNS = ("ring-allreduce", "all-to-all", "incast", "permutation")
 LINK_ACTIONS = ("link_down", "link_up", "loss", "rate", "flap", "blackhole", "restore")
 SWITCH_ACTIONS = ("switch_down", "switch_up")
 ACTIONS = LINK_ACTIONS + SWITCH_ACTIONS
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")  # a scenario name becomes a directory name
+MAX_SEED = (1 << 63) - 1
+MIN_RATE_BPS = 1000
+MAX_TIMELINE_ACTIONS = 10000  # a flap of 10 ms for 50 s; more is no experiment a 2-core lab can keep time for
 EXPECTATIONS = ("failed_messages", "max_step_time_ratio", "min_goodput_fraction", "max_avoid_s",
                 "max_step_time_s", "flow_mods_after_boot", "fidelity_ok")
 
@@ -116,7 +133,7 @@ class Scenario:
 
 def resolve_path(ref: str) -> Path:
     path = Path(ref)
-    if path.exists() or path.suffix in (".yaml", ".yml") or "/" in ref:
+    if is_file(path) or path.suffix in (".yaml", ".yml") or "/" in ref:
         return path
     return SCENARIO_DIR / f"{ref}.yaml"
 
@@ -129,26 +146,28 @@ def apply_overrides(data: dict, overrides: list[str], source: str) -> dict:
         if not sep or not key.strip():
             raise UsageError(f"--set {item!r}: expected KEY=VALUE with a dotted key, e.g. workload.steps=10")
         parts = key.strip().split(".")
+        if not isinstance(data, dict):
+            raise UsageError(f"--set {short(key)}: {source} is not a mapping of scenario keys")
         node = data
         for part in parts[:-1]:
-            child = node.get(part) if isinstance(node, dict) else None
+            child = node.get(part)
             if child is None:
                 child = node[part] = {}
             if not isinstance(child, dict):
-                raise UsageError(f"--set {key}: {part} is not a mapping in {source}")
+                raise UsageError(f"--set {short(key)}: {part} is not a mapping in {source}")
             node = child
         try:
-            node[parts[-1]] = yaml.safe_load(value) if value.strip() else ""
-        except yaml.YAMLError:
+            node[parts[-1]] = parse_yaml(value, f"--set {short(key)}") if value.strip() else ""
+        except UsageError:
             node[parts[-1]] = value
     return data
 
 
 def load(ref: str | Path, overrides: list[str] = ()) -> Scenario:
     path = resolve_path(str(ref))
-    if not path.exists():
-        raise UsageError(f"{path}: no such scenario file")
-    data = load_yaml(path)
+    if not is_file(path):
+        raise UsageError(f"{clip(path)}: no such scenario file")
+    data = load_yaml(path, "scenario file")
     if not isinstance(data, dict):
         raise UsageError(f"{path}: (top level): must be a mapping of scenario keys")
     return from_mapping(apply_overrides(data, list(overrides), str(path)), str(path), default_name=path.stem)
@@ -163,13 +182,15 @@ def _topology(r: Reader, source: str) -> Topology:
     if not isinstance(ref, str):
         r.fail("topology", f"expected a file stem, a path or a mapping, got {ref!r}")
     path = topology_mod.resolve_path(ref)
-    if not path.is_absolute() and not path.exists() and source:
+    if not path.is_absolute() and not is_file(path) and source:
         beside = Path(source).parent / ref
-        path = beside if beside.exists() else path
-    if not path.exists():
-        stems = sorted(p.stem for p in topology_mod.TOPOLOGY_DIR.glob("*.yaml"))
-        r.fail("topology", f"no topology {ref!r} (shipped: {', '.join(stems)})")
-    return topology_mod.load(path)
+        path = beside if is_file(beside) else path
+    if not is_file(path):
+        r.fail("topology", f"no topology {short(ref)} (shipped: {', '.join(topology_mod.shipped())})")
+    try:
+        return topology_mod.load(path)
+    except UsageError as exc:
+        r.fail("topology", str(exc))
 
 
 def _hosts(r: Reader, name: str, topo: Topology, default: Any) -> tuple[str, ...]:
@@ -180,7 +201,7 @@ def _hosts(r: Reader, name: str, topo: Topology, default: Any) -> tuple[str, ...
         r.fail(r.key(name), "expected `all` or a non-empty list of host names")
     for host in value:
         if not isinstance(host, str) or not topo.has_host(host):
-            r.fail(r.key(name), f"unknown host {host!r}; this fabric has h0..h{topo.hosts - 1}")
+            r.fail(r.key(name), f"unknown host {short(host)}; this fabric has h0..h{topo.hosts - 1}")
     if len(set(value)) != len(value):
         r.fail(r.key(name), "lists a host twice")
     return tuple(value)
@@ -197,9 +218,9 @@ def _workload(r: Reader, topo: Topology) -> Workload:
     steps = w.get("steps", integer(1, 100000), d["steps"])
     receiver, senders = None, ()
     if pattern == "incast":
-        receiver = w.get("receiver", str, hosts[0])
+        receiver = w.get("receiver", text, hosts[0])
         if receiver not in hosts:
-            w.fail("workload.receiver", f"{receiver!r} is not one of the workload's hosts")
+            w.fail("workload.receiver", f"{short(receiver)} is not one of the workload's hosts")
         senders = _hosts(w, "senders", topo, [h for h in hosts if h != receiver])
         if receiver in senders:
             w.fail("workload.senders", "the receiver cannot also be a sender")
@@ -213,9 +234,9 @@ def _event(r: Reader, topo: Topology, steps: int, limit_s: float) -> Event:
     action = r.choice("action", ACTIONS)
     target = r.get("target", text)
     if action in LINK_ACTIONS and not topo.has_link(target):
-        r.fail(r.key("target"), f"no link {target!r} in {topo.name} (links are like p0l1-p0s2 or h3-p0l1)")
+        r.fail(r.key("target"), f"no link {short(target)} in {topo.name} (links are like p0l1-p0s2 or h3-p0l1)")
     if action in SWITCH_ACTIONS and not topo.has_switch(target):
-        r.fail(r.key("target"), f"no switch {target!r} in {topo.name} (switches are like p0l1 or p2s3)")
+        r.fail(r.key("target"), f"no switch {short(target)} in {topo.name} (switches are like p0l1 or p2s3)")
     if r.has("at") == r.has("at_step"):
         r.fail(r.key("at"), "give exactly one of `at` (a time) and `at_step` (a step number)")
     at_s = r.get("at", seconds, None)
@@ -229,6 +250,8 @@ def _event(r: Reader, topo: Topology, steps: int, limit_s: float) -> Event:
         rate = r.get("rate", number(0.0, 1.0), what="a drop probability between 0 and 1")
     elif action == "rate":
         rate = float(r.get("rate", rate_bps, what="a link rate like 20Mbit"))
+        if rate < MIN_RATE_BPS:
+            r.fail(r.key("rate"), f"must be at least 1Kbit, got {rate:g} bit/s")
     elif action == "flap":
         period = r.get("period", seconds, what="a duration like 200ms")
         until = r.get("until", seconds, what="a time like 8s")
@@ -247,12 +270,15 @@ def _event(r: Reader, topo: Topology, steps: int, limit_s: float) -> Event:
 def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scenario:
     r = Reader(data, source)
     name = r.get("name", text, default_name)
-    description = r.get("description", str, DEFAULTS["description"])
+    if not NAME.fullmatch(name):
+        r.fail("name", f"{short(name)} must be 1 to 64 of A-Z a-z 0-9 . _ - (not starting with a dot):"
+                       " it names the results directory")
+    description = r.get("description", text_or_empty, DEFAULTS["description"])
     topo = _topology(r, source)
     transport = r.choice("transport", TRANSPORTS, DEFAULTS["transport"])
     routing = r.choice("routing", ROUTINGS, DEFAULTS["routing"])
     datapath = r.choice("datapath", DATAPATHS, DEFAULTS["datapath"])
-    seed = r.get("seed", integer(0), DEFAULTS["seed"])
+    seed = r.get("seed", integer(0, MAX_SEED), DEFAULTS["seed"])
     limit = r.get("duration_limit", seconds, seconds(DEFAULTS["duration_limit"]))
     if limit <= 0:
         r.fail("duration_limit", "must be more than 0s")
@@ -262,9 +288,8 @@ def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scen
         r.fail("events", "expected a list of events")
     events = tuple(_event(Reader(e, source, f"events[{i}]."), topo, workload.steps, limit)
                    for i, e in enumerate(raw_events))
-    options = r.raw("transport_options", {}) or {}
-    if not isinstance(options, dict):
-        r.fail("transport_options", "expected a mapping of transport knobs")
+    _check_timeline(r, events)
+    options = _transport_options(r, transport, topo)
     ro = r.sub("routing_options")
     delay = ro.get("convergence_delay", seconds, seconds(DEFAULTS["routing_options"]["convergence_delay"]))
     ro.done(("convergence_delay",))
@@ -273,6 +298,43 @@ def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scen
             "workload", "events", "transport_options", "routing_options", "expect"))
     return Scenario(name, description, topo, transport, routing, seed, limit, workload, events,
                     dict(options), delay, expect, datapath=datapath, source=source)
+
+
+def text_or_empty(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {short(value)}")
+    return value
+
+
+def _check_timeline(r: Reader, events: tuple[Event, ...]) -> None:
+    """Refuse a timeline whose expansion (a flap is one action per half period) is too long to keep time for."""
+    total = 0
+    for i, event in enumerate(events):
+        total += flap_actions(event) if event.action == "flap" else 1
+        if total > MAX_TIMELINE_ACTIONS:
+            r.fail(f"events[{i}]", f"the timeline expands to more than {MAX_TIMELINE_ACTIONS} actions "
+                                   "(a flap is one per half period): use a longer period or an earlier until")
+
+
+def flap_actions(event: Event) -> int:
+    start = event.at_s if event.at_s is not None else 0.0
+    return int((event.until_s - start) / (event.period_s / 2)) + 2
+
+
+def _transport_options(r: Reader, transport: str, topo: Topology) -> dict[str, Any]:
+    """The options with their units resolved (seconds, bytes), checked as the agents will use them."""
+    options = r.raw("transport_options", {}) or {}
+    if not isinstance(options, dict):
+        r.fail("transport_options", "expected a mapping of transport knobs")
+    if transport == "tcp" and options:
+        r.fail("transport_options", f"transport tcp takes no options, got {short(sorted(map(str, options)))}")
+    if transport == "tcp":
+        return {}
+    try:
+        return validate_options({str(k): v for k, v in options.items()}, mtu=topo.mtu,
+                                link_rate_bps=topo.host_rate_bps, planes=topo.planes)
+    except ValueError as exc:
+        r.fail("transport_options", str(exc))
 
 
 def _expect(r: Reader) -> dict[str, Any]:

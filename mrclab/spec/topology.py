@@ -10,7 +10,7 @@ from typing import Any
 from ..addressing import Plan
 from ..errors import UsageError
 from ..units import format_rate, format_size, rate_bps, size_bytes
-from .reader import Reader, boolean, integer, load_yaml, text
+from .reader import Reader, boolean, clip, integer, is_file, load_yaml, text
 
 TOPOLOGY_DIR = Path(__file__).resolve().parents[2] / "topologies"
 
@@ -24,7 +24,8 @@ DEFAULTS = {
     "links": {"host_rate": "100Mbit", "fabric_rate": "100Mbit", "queue": "64KiB", "mtu": 9000, "trim": True},
 }
 
-_NODE = re.compile(r"^(?:p(\d+)(l|s)(\d+)|h(\d+))$")
+_INDEX = "(0|[1-9][0-9]{0,3})"  # ASCII digits in canonical form: h0 and h10, never h00 or h\u0660
+_NODE = re.compile(rf"p{_INDEX}(l|s){_INDEX}|h{_INDEX}")
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ class Topology:
 
 def parse_node(name: str) -> tuple[str, int, int] | None:
     """`p2s3` -> ("spine", 2, 3); `h5` -> ("host", -1, 5); anything else -> None."""
-    match = _NODE.match(name)
+    match = _NODE.fullmatch(name) if isinstance(name, str) else None
     if not match:
         return None
     if match.group(4) is not None:
@@ -177,7 +178,10 @@ def resolve_path(ref: str) -> Path:
 
 def load(ref: str | Path) -> Topology:
     path = resolve_path(str(ref))
-    if not path.exists():
-        stems = sorted(p.stem for p in TOPOLOGY_DIR.glob("*.yaml"))
-        raise UsageError(f"{path}: no such topology file (shipped: {', '.join(stems) or 'none'})")
-    return from_mapping(load_yaml(path), str(path), default_name=path.stem)
+    if not is_file(path):
+        raise UsageError(f"{clip(path)}: no such topology file (shipped: {', '.join(shipped()) or 'none'})")
+    return from_mapping(load_yaml(path, "topology file"), str(path), default_name=path.stem)
+
+
+def shipped() -> list[str]:
+    return sorted(p.stem for p in TOPOLOGY_DIR.glob("*.yaml"))

@@ -6,9 +6,11 @@ switch queues, MTU 9000, Python agents whose timers are good to about a millisec
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ..units import seconds, size_bytes
 from .wire import DATA_HEADER_LEN, MAX_PAYLOAD
 
 UDP_HEADERS = 40 + 8  # IPv6 + UDP
@@ -172,3 +174,68 @@ class TransportConfig:
                 raise ValueError(f"transport option {key!r} must be {kind.__name__}, got {value!r}")
             values[key] = value
         return cls(**values)
+
+
+UNITS: dict[str, str] = {
+    "mss": "bytes", "ev_count": "count", "ev_min_active": "count", "probe_interval": "s",
+    "probe_interval_max": "s", "probe_successes": "count", "rto_min": "s", "rto_initial": "s", "rto_max": "s",
+    "max_retransmits": "count", "reorder_window": "s", "reorder_rttvar": "x", "reorder_window_max": "s",
+    "hold_window": "s", "sack_every": "count", "sack_delay": "s", "cc": "bool", "cc_init_window": "bytes",
+    "cc_max_window": "bytes", "cc_base_rtt": "s", "cc_target_delay": "s", "cc_delay_filter": "count",
+    "cc_ai": "x", "cc_fi": "x", "cc_md": "x", "cc_trim_md": "x", "pace_rate": "bytes/s", "pace_depth": "bytes",
+    "single_path": "bool", "max_message": "bytes",
+}
+"""The unit of every option: ``s`` takes ``5ms`` or a number of seconds, ``bytes`` takes ``64KiB`` or a number,
+``count`` a whole number, ``x`` a plain number, ``bytes/s`` a number. Ranges are `TransportConfig`'s checks;
+no value may exceed the ceiling of its unit (`CEILINGS`), so no option is infinite or absurd."""
+CEILINGS = {"s": 3600.0, "bytes": float(1 << 32), "count": float(1 << 20), "x": 1e6, "bytes/s": 1e12}
+
+
+def mss_for_mtu(mtu: int) -> int:
+    """Payload bytes per DATA packet that fill, and do not exceed, one MTU."""
+    return mtu - UDP_HEADERS - DATA_HEADER_LEN
+
+
+def parse_option(name: str, value: Any) -> Any:
+    """A scenario's value of option `name` in the config's own terms (seconds, bytes); ValueError naming it."""
+    unit = UNITS.get(name)
+    if unit is None:
+        raise ValueError(f"unknown transport option {name!r}; allowed: {', '.join(sorted(UNITS))}")
+    try:
+        if unit == "bool":
+            if not isinstance(value, bool):
+                raise ValueError(f"expected true or false, got {value!r:.40}")
+            return value
+        if unit == "s":
+            parsed: float | int = seconds(value)
+        elif unit == "bytes":
+            parsed = size_bytes(value)
+        elif unit == "count":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"expected a whole number, got {value!r:.40}")
+            parsed = value
+        else:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"expected a number, got {value!r:.40}")
+            parsed = float(value)
+        if not math.isfinite(parsed) or abs(parsed) > CEILINGS[unit]:
+            raise ValueError(f"must be finite and at most {CEILINGS[unit]:g} {unit}")
+    except (ValueError, OverflowError) as exc:
+        raise ValueError(f"transport option {name} ({unit}): {exc}") from None
+    return parsed
+
+
+def validate_options(options: Mapping[str, Any], *, mtu: int, link_rate_bps: int, planes: int) -> dict[str, Any]:
+    """A scenario's ``transport_options`` parsed and checked as the agents will use them, over the defaults
+    that follow from the links; ValueError naming the first option that cannot run."""
+    parsed = {name: parse_option(name, value) for name, value in options.items()}
+    for_mtu({**TransportConfig.link_defaults(link_rate_bps, mtu, planes), **parsed}, mtu)
+    return parsed
+
+
+def for_mtu(options: Mapping[str, Any], mtu: int) -> TransportConfig:
+    """The configuration of `options`, ``mss`` filling the MTU unless set; ValueError when it cannot run."""
+    config = TransportConfig.from_options({"mss": mss_for_mtu(mtu), **options})
+    if config.mss > mss_for_mtu(mtu):
+        raise ValueError(f"transport option mss={config.mss} does not fit MTU {mtu} (at most {mss_for_mtu(mtu)})")
+    return config

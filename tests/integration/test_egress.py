@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -184,6 +185,11 @@ def run(lab: VethLab, senders: int, pps: float, count: int, **kw) -> tuple[dict,
 
 RATE = 20_000_000
 PPS_AT_RATE = RATE / 8 / FRAME  # ~1730 full packets/s fill the port
+
+
+def test_the_pinned_program_lives_in_a_root_only_bpffs(veth):
+    mount = veth.egress._mount
+    assert os.path.ismount(mount) and os.stat(mount).st_mode & 0o777 == 0o700  # bpffs always adds the sticky bit
 
 
 def test_incast_trims_and_counters_match_receiver(veth):

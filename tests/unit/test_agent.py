@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 from mrclab.addressing import HOST_BASE, Plan, decode
-from mrclab.agent.__main__ import parse_args, BadArguments
+from mrclab.agent.__main__ import BadArguments, parse_args
 from mrclab.agent.control import ProtocolError, parse_request
 from mrclab.agent.host import Agent
-from mrclab.agent.mrc import MrcDatapath, configure, mss_for_mtu
+from mrclab.agent.mrc import MrcDatapath, configure
 from mrclab.agent.payload import POOL_BYTES, Payloads
 from mrclab.metrics.results import PACKET_KEYS, PATH_KEYS
 from mrclab.transport.cc import rtt_quantile
+from mrclab.transport.config import mss_for_mtu
 from mrclab.transport.wire import MRC_UDP_PORT
 from tests.fakes import InboxSocket
 

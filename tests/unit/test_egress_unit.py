@@ -64,3 +64,23 @@ def test_runstate_records_only_its_own_mounts(tmp_path, monkeypatch):
         assert not mount.exists() and RunState.load(state.path).mounts == []
     finally:
         state.teardown()
+
+
+@pytest.mark.skipif(shutil.which("clang") is None, reason="clang not installed")
+def test_a_cached_program_others_could_have_written_is_not_loaded(tmp_path, monkeypatch):
+    monkeypatch.setattr(egress, "CACHE_DIR", tmp_path)
+    obj = egress.compiled_object()
+    obj.chmod(0o666)
+    with pytest.raises(egress.EnvironmentNotReady, match="not trusted"):
+        egress.compiled_object()
+    obj.unlink()
+    planted = tmp_path / "planted.o"
+    planted.write_bytes(b"\x7fELF")
+    obj.symlink_to(planted)
+    with pytest.raises(egress.EnvironmentNotReady, match="not a plain file"):
+        egress.compiled_object()
+    obj.unlink()
+    tmp_path.chmod(0o777)
+    with pytest.raises(egress.EnvironmentNotReady, match="not trusted"):
+        egress.compiled_object()
+    tmp_path.chmod(0o700)

@@ -21,3 +21,12 @@ def test_runner_log_survives_mininets_logger_class(tmp_path):
     result = subprocess.run([sys.executable, "-c", SCRIPT, str(log)], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "run abc: scenario x" in log.read_text()
+
+
+def test_a_warning_goes_to_runner_log_once_and_not_to_the_console(tmp_path):
+    log = tmp_path / "runner.log"
+    script = SCRIPT.replace('.info("run abc: scenario x")', '.warning("event 0 never fired")')
+    result = subprocess.run([sys.executable, "-c", script, str(log)], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert log.read_text().count("event 0 never fired") == 1
+    assert "never fired" not in result.stderr + result.stdout

@@ -115,7 +115,7 @@ def test_inline_topology(tmp_path):
     ({"topology": {"planes": 0}}, "planes: must be between"),
     ({"transport": "rdma"}, "transport: 'rdma' is not one of: mrc, single-path, tcp"),
     ({"routing": "bgp"}, "routing: 'bgp' is not one of"),
-    ({"seed": -1}, "seed: must be at least 0"),
+    ({"seed": -1}, "seed: must be between 0 and"),
     ({"duration_limit": "0s"}, "duration_limit: must be more than 0s"),
     ({"workload__pattern": "broadcast"}, "workload.pattern: 'broadcast' is not one of"),
     ({"workload__pattern": None}, "workload.pattern: is required"),
