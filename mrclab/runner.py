@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import timeline
 from .agents import Agents, effective_options
+from .capture import Recording
 from .metrics import avoid, expectations, results
 from .metrics.fidelity import CpuSampler, latency_split
 from .runstate import RunState
@@ -278,11 +279,15 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     state = RunState.create(f"run {scenario.name}")
     agents = Agents()
+    recording = None
     log.info("run %s: scenario %s, out %s", state.run_id, scenario.source, out_dir)
     try:
         with terminate_as_exception(), Fabric(scenario.topology, state, out_dir, routing=scenario.routing,
                                               convergence_delay=scenario.convergence_delay_s) as fabric:
             try:
+                if scenario.capture.on:  # before the agents' first packet
+                    recording = Recording(scenario.capture, fabric, state, out_dir)
+                    recording.start()
                 agents.start(scenario, {h: fabric.host(h) for h in scenario.workload.hosts}, state, out_dir)
                 if not agents.warm(warm_pairs(scenario)):
                     log.warning("warm-up: some paths did not answer their probe before the clock started")
@@ -295,6 +300,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
                         outcome = execution.run()
                 else:
                     outcome = execution.run()
+                captured = recording.stop() if recording is not None else None
                 links = fabric.link_counters()
                 stats = agents.call_all("stats")
                 wall = outcome.t_end - outcome.t0
@@ -304,14 +310,20 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
                                         if outcome.steps and wall > 0 else None,
                                         latency=latency_split(rtt_mean(results.rtt_histogram(stats)),
                                                               summary["base_rtt_s"], *fabric.queue_waits()))
+                if captured is not None:
+                    fidelity["notes"].append(recording.note(captured))
                 doc = _document(scenario, state.run_id, started_at, outcome, summary, agents.samples,
                                 links, fabric.controller_stats(), fidelity)
             finally:
                 agents.stop()
+                if recording is not None:
+                    recording.stop()
     finally:
         state.teardown()
         logging.getLogger("mrclab").removeHandler(handler)
         handler.close()
+    if recording is not None:
+        recording.finish()
     results.write(out_dir, doc)
     results.write_messages(out_dir, _message_rows(outcome))
     return doc
