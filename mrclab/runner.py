@@ -314,6 +314,9 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
                     fidelity["notes"].append(recording.note(captured))
                 doc = _document(scenario, state.run_id, started_at, outcome, summary, agents.samples,
                                 links, fabric.controller_stats(), fidelity)
+                if captured is not None:  # packet time (epoch) - t0_epoch_s = the t_s of events.csv and steps.csv
+                    doc["capture"] = {**captured, "packets_kept": scenario.capture.packets,
+                                      "t0_epoch_s": round(time.time() - time.monotonic() + outcome.t0, 6)}
             finally:
                 agents.stop()
                 if recording is not None:
