@@ -60,6 +60,7 @@ class Recording:
         self.log = directory / "capture.log"
         self.procs: dict[str, subprocess.Popen] = {}   # SPEC interface name -> dumpcap
         self.kernel_names: dict[str, str] = {}
+        self.cpu_s = 0.0  # what the capture processes cost, user + system
         self.snaplen = SNAPLEN_HEADERS if capture.packets == "headers" else SNAPLEN_FULL
 
     def start(self) -> None:
@@ -97,6 +98,7 @@ class Recording:
         """Stop every dumpcap by PID (they flush on SIGTERM); what they counted, for the fidelity notes."""
         for proc in self.procs.values():
             if proc.poll() is None:
+                self.cpu_s += _cpu_seconds(proc.pid)
                 proc.terminate()
         for proc in self.procs.values():
             try:
@@ -108,13 +110,15 @@ class Recording:
         if self.log.exists():
             for _ifname, got, lost in _STATS.findall(self.log.read_text(errors="replace")):
                 received, dropped = received + int(got), dropped + int(lost)
-        return {"interfaces": len(self.procs), "packets": received, "dropped": dropped}
+        return {"interfaces": len(self.procs), "packets": received, "dropped": dropped,
+                "cpu_s": round(self.cpu_s, 3)}
 
     def note(self, counts: dict) -> str:
         what = self.capture.interfaces if isinstance(self.capture.interfaces, str) else "links"
         kept = f"headers only ({self.snaplen} bytes)" if self.capture.packets == "headers" else "full packets"
         return (f"packet capture was on ({what}: {counts['interfaces']} interfaces, {kept}): "
-                f"{counts['packets']} packets recorded, {counts['dropped']} missed by the capture")
+                f"{counts['packets']} packets recorded, {counts['dropped']} missed by the capture, "
+                f"{counts['cpu_s']:.2f} CPU seconds")
 
     def finish(self) -> Path | None:
         """Name each file's interface by its SPEC name, then merge them; the merged file (None: no mergecap)."""
@@ -123,6 +127,14 @@ class Recording:
             if path.exists():
                 rename_interface(path, name, f"{ifname} ({self.capture.packets})")
         return merge(self.directory.parent) if shutil.which("mergecap") else None
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def merge(run_dir: Path | str) -> Path:
@@ -134,7 +146,7 @@ def merge(run_dir: Path | str) -> Path:
     target = folder / MERGED
     tmp = folder / f".{MERGED}.tmp"
     done = subprocess.run([tool("mergecap"), "-F", "pcapng", "-w", str(tmp), *map(str, inputs)],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
     if done.returncode != 0:
         tmp.unlink(missing_ok=True)
         raise UsageError(f"{folder}: mergecap failed: {done.stderr.strip()}")

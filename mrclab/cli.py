@@ -110,7 +110,8 @@ def topo_show(file: str, as_json: bool) -> None:
 def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], capture: str | None, capture_full: bool,
         as_json: bool) -> None:
     """Run a scenario with a live progress view; write its results directory."""
-    from . import capture as capture_mod, runner
+    from . import capture as capture_mod
+    from . import runner
     from .spec import scenario as scenario_mod
 
     overrides += ((f"capture.interfaces={capture}",) if capture is not None else ()) + (

@@ -14,8 +14,18 @@ to or from that port is decoded as MRC.
 """
 from __future__ import annotations
 
-from scapy.fields import (ByteEnumField, ByteField, FlagsField, IntField, LongField, ShortField,
-                          XIntField, XLongField)
+from typing import ClassVar
+
+from scapy.fields import (
+    ByteEnumField,
+    ByteField,
+    FlagsField,
+    IntField,
+    LongField,
+    ShortField,
+    XIntField,
+    XLongField,
+)
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, bind_bottom_up, bind_layers
 
@@ -28,7 +38,7 @@ FLAG_NAMES = ["TRIMMED", "LAST", "RETX", "ECN", "DUP_ECHO"]
 
 class MRC(Packet):
     name = "MRC"
-    fields_desc = [ByteField("version", wire.VERSION),
+    fields_desc: ClassVar[list] = [ByteField("version", wire.VERSION),
                    ByteEnumField("type", wire.DATA, {wire.DATA: "DATA", wire.SACK: "SACK", wire.NACK: "NACK",
                                                       wire.PROBE: "PROBE", wire.PROBE_REPLY: "PROBE_REPLY"}),
                    FlagsField("flags", 0, 16, FLAG_NAMES)]
@@ -41,7 +51,7 @@ class MRCData(Packet):
     """DATA header; the payload (none once TRIMMED) follows as Raw. `length` defaults to the payload's."""
 
     name = "MRC DATA"
-    fields_desc = [IntField("conn_id", 0), IntField("psn", 0), IntField("msg_id", 0), IntField("msg_len", None),
+    fields_desc: ClassVar[list] = [IntField("conn_id", 0), IntField("psn", 0), IntField("msg_id", 0), IntField("msg_len", None),
                    IntField("offset", 0), ShortField("length", None), ShortField("ev", 0), LongField("ts", 0),
                    XLongField("digest", 0), XIntField("reserved", 0)]
 
@@ -53,7 +63,7 @@ class MRCData(Packet):
 
 class MRCSack(Packet):
     name = "MRC SACK"
-    fields_desc = [IntField("conn_id", 0), IntField("cum_psn", 0), IntField("sack_base", 0), XLongField("bitmap", 0),
+    fields_desc: ClassVar[list] = [IntField("conn_id", 0), IntField("cum_psn", 0), IntField("sack_base", 0), XLongField("bitmap", 0),
                    IntField("ack_psn", 0), ShortField("ev", 0), ShortField("ecn_count", 0), LongField("ts_echo", 0),
                    IntField("ack_delay", 0), XIntField("reserved", 0)]
 
@@ -64,7 +74,7 @@ class MRCSack(Packet):
 
 class MRCNack(Packet):
     name = "MRC NACK"
-    fields_desc = [IntField("conn_id", 0), IntField("psn", 0), IntField("cum_psn", 0), ShortField("ev", 0),
+    fields_desc: ClassVar[list] = [IntField("conn_id", 0), IntField("psn", 0), IntField("cum_psn", 0), ShortField("ev", 0),
                    ByteEnumField("reason", wire.NACK_TRIMMED, {wire.NACK_TRIMMED: "TRIMMED"}), ByteField("reserved", 0),
                    LongField("ts_echo", 0)]
 
@@ -73,7 +83,7 @@ class MRCProbe(Packet):
     """PROBE and PROBE_REPLY share this body; seq 0xFFFFFFFF is a warm-up probe."""
 
     name = "MRC PROBE"
-    fields_desc = [IntField("conn_id", 0), ShortField("ev", 0), ShortField("reserved", 0),
+    fields_desc: ClassVar[list] = [IntField("conn_id", 0), ShortField("ev", 0), ShortField("reserved", 0),
                    IntField("seq", 0), LongField("ts", 0)]
 
 

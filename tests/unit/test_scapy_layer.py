@@ -2,12 +2,20 @@
 what wire.py encodes, scapy decodes to the same fields; what scapy builds, wire.py decodes."""
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scapy.all import UDP, IPv6, Raw, raw
 
 from mrclab import addressing
 from mrclab.transport import wire
-from mrclab.transport.scapy_layer import MRC, MRCData, MRCNack, MRCProbe, MRCSack, usid_destination
+from mrclab.transport.scapy_layer import (
+    MRC,
+    MRCData,
+    MRCNack,
+    MRCProbe,
+    MRCSack,
+    usid_destination,
+)
 
 SETTINGS = settings(derandomize=True, database=None, deadline=None, max_examples=150)
 u16, u32, u64 = st.integers(0, 0xFFFF), st.integers(0, 0xFFFFFFFF), st.integers(0, 0xFFFFFFFFFFFFFFFF)
@@ -19,17 +27,17 @@ def data(draw):
     trimmed = draw(st.booleans())
     payload = draw(st.binary(min_size=1 if trimmed else 0, max_size=300))
     offset = draw(st.integers(0, 1 << 20))
-    fields = dict(flags=draw(st.integers(0, 7)) << 1, conn_id=draw(u32), psn=draw(u32), msg_id=draw(u32),
-                  msg_len=offset + len(payload) + draw(st.integers(0, 1000)), offset=offset, ev=draw(u16),
-                  ts=draw(u64), digest=draw(u64))
+    fields = {"flags": draw(st.integers(0, 7)) << 1, "conn_id": draw(u32), "psn": draw(u32), "msg_id": draw(u32),
+                  "msg_len": offset + len(payload) + draw(st.integers(0, 1000)), "offset": offset, "ev": draw(u16),
+                  "ts": draw(u64), "digest": draw(u64)}
     return fields, payload, trimmed
 
 
-sack = st.fixed_dictionaries(dict(flags=st.sampled_from([0, wire.ECN_ECHO, wire.DUP_ECHO, wire.ECN_ECHO | wire.DUP_ECHO]),
-                                  conn_id=u32, cum_psn=u32, sack_base=u32, bitmap=u64, ack_psn=u32, ev=u16,
-                                  ecn_count=u16, ts_echo=u64, ack_delay=u32))
-nack = st.fixed_dictionaries(dict(conn_id=u32, psn=u32, cum_psn=u32, ev=u16, ts_echo=u64))
-probe = st.fixed_dictionaries(dict(conn_id=u32, ev=u16, seq=u32, ts=u64, reply=st.booleans()))
+sack = st.fixed_dictionaries({"flags": st.sampled_from([0, wire.ECN_ECHO, wire.DUP_ECHO, wire.ECN_ECHO | wire.DUP_ECHO]),
+                                  "conn_id": u32, "cum_psn": u32, "sack_base": u32, "bitmap": u64, "ack_psn": u32, "ev": u16,
+                                  "ecn_count": u16, "ts_echo": u64, "ack_delay": u32})
+nack = st.fixed_dictionaries({"conn_id": u32, "psn": u32, "cum_psn": u32, "ev": u16, "ts_echo": u64})
+probe = st.fixed_dictionaries({"conn_id": u32, "ev": u16, "seq": u32, "ts": u64, "reply": st.booleans()})
 
 
 def carried(datagram: bytes):
