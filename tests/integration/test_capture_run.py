@@ -73,3 +73,45 @@ def _cmdline(pid: str) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
     except OSError:
         return ""
+
+
+SEND_TRIMMED = """
+from scapy.all import IPv6, UDP
+from scapy.supersocket import L3RawSocket6
+from mrclab.transport.scapy_layer import MRC, MRCData, usid_destination
+
+# h0 (under leaf 0) to h3 (under leaf 1) on plane 0, through spine 1
+dst = usid_destination(plane=0, leaf=1, spine=1, host=3, first_leaf=0)
+pkt = (IPv6(src="fcbb:0:4000::", dst=dst) / UDP()
+       / MRC(flags="TRIMMED") / MRCData(conn_id=(0 << 16) | 3, psn=123456, msg_id=99, msg_len=8192,
+                                        offset=0, length=8192, ev=8))
+L3RawSocket6().send(pkt)  # the kernel routes it, as it routes the agents' packets
+"""
+
+
+def test_crafted_trimmed_packet_from_a_host_namespace(tmp_path, leftovers):
+    """docs/packets.md's example: scapy in h0's namespace sends a trimmed DATA header along a uSID path; a
+    Recording started on the fabric (host namespaces and root-namespace switch ports) sees it at every hop."""
+    from mrclab.capture import Recording
+    from mrclab.fabric.net import Fabric
+    from mrclab.spec import Capture, topology
+
+    with Fabric(topology.load("clos-2p-2l-2s")) as fabric:
+        prefix, processes = fabric.state.prefix, fabric.state.processes
+        assert fabric.netns_pid("h0") == fabric.host("h0").pid and fabric.netns_pid("p0s1") is None
+        recording = Recording(Capture(("h0-p0l0", "p0s1-p0l0", "h3-p0l1")), fabric, fabric.state, tmp_path)
+        recording.start()
+        sent = subprocess.run(["nsenter", f"--net=/proc/{fabric.netns_pid('h0')}/ns/net", sys.executable, "-c",
+                               SEND_TRIMMED], capture_output=True, text=True, timeout=60, check=False)
+        assert sent.returncode == 0, sent.stderr
+        counts = recording.stop()
+        merged = recording.finish()
+    assert counts["interfaces"] == 3 and counts["dropped"] == 0
+    rows = fields(merged, ["frame.interface_name", "mrc.path", "mrc.flags.trimmed", "mrc.length", "_ws.col.Info"],
+                  "mrc && !icmpv6")  # h3 has no agent listening: it answers port unreachable, quoting the packet
+    # one packet, three hops: the uSIDs shift out on the way, the trimmed header keeps the original length
+    assert rows == [["h0-p0l0", "p0 l0 s1 l1 h3", "1", "8192", "DATA conn 3 psn 123456 ev 8 p0 s1 TRIMMED"],
+                    ["p0s1-p0l0", "p0 s1 l1 h3", "1", "8192", "DATA conn 3 psn 123456 ev 8 p0 s1 TRIMMED"],
+                    ["h3-p0l1", "p0 h3", "1", "8192", "DATA conn 3 psn 123456 ev 8 p0 TRIMMED"]]
+    assert fields(merged, ["frame.number"], "icmpv6.type != 1") == []  # the kernel sent it: no neighbour discovery
+    assert leftovers(prefix, processes) == []
