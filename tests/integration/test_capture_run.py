@@ -113,5 +113,6 @@ def test_crafted_trimmed_packet_from_a_host_namespace(tmp_path, leftovers):
     assert rows == [["h0-p0l0", "p0 l0 s1 l1 h3", "1", "8192", "DATA conn 3 psn 123456 ev 8 p0 s1 TRIMMED"],
                     ["p0s1-p0l0", "p0 s1 l1 h3", "1", "8192", "DATA conn 3 psn 123456 ev 8 p0 s1 TRIMMED"],
                     ["h3-p0l1", "p0 h3", "1", "8192", "DATA conn 3 psn 123456 ev 8 p0 TRIMMED"]]
-    assert fields(merged, ["frame.number"], "icmpv6.type != 1") == []  # the kernel sent it: no neighbour discovery
+    # the kernel sent it to its permanent gateway neighbour: no neighbour solicitation, no broadcast frame
+    assert fields(merged, ["frame.number"], "icmpv6.type == 135 || eth.dst == ff:ff:ff:ff:ff:ff") == []
     assert leftovers(prefix, processes) == []
