@@ -11,6 +11,7 @@ merges them in time order, interface names kept, for one Wireshark window per ru
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -26,7 +27,9 @@ SNAPLEN_HEADERS = 128   # 14 Ethernet + 40 IPv6 + 8 UDP + 48 MRC = 110, with roo
 SNAPLEN_FULL = 262144
 MERGED = "all.pcapng"
 READY_TIMEOUT_S = 10.0
+READY_PER_INTERFACE_S = 0.1  # `all` on the default lab starts 192 of them on a busy machine
 STOP_TIMEOUT_S = 10.0
+log = logging.getLogger("mrclab.capture")
 _STATS = re.compile(r"Packets received/dropped on interface '([^']+)': (\d+)/(\d+)")
 
 
@@ -64,34 +67,36 @@ class Recording:
         self.snaplen = SNAPLEN_HEADERS if capture.packets == "headers" else SNAPLEN_FULL
 
     def start(self) -> None:
+        began = time.monotonic()
         dumpcap = tool("dumpcap")
         self.directory.mkdir(mode=0o755, exist_ok=True)
-        with open(self.log, "ab") as log:
+        with open(self.log, "ab") as stderr:
             for node, peer in ends(self.fabric.topology, self.capture):
                 name, ifname = f"{node}-{peer}", self.fabric.layout.ifname(node, peer)
                 pid = self.fabric.netns_pid(node)
                 enter = [] if pid is None else ["nsenter", f"--net=/proc/{pid}/ns/net"]
                 argv = [*enter, dumpcap, "-q", "-i", ifname, "-s", str(self.snaplen),
                         "-w", str(self.directory / f"{name}.pcapng")]
-                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
                                         start_new_session=True)  # stopped by us, not by the terminal's Ctrl-C
                 self.state.add_process(proc.pid, f"capture {name}")
                 self.procs[name], self.kernel_names[name] = proc, ifname
         self._wait_ready()
+        log.info("capture: %d interfaces recording after %.2f s", len(self.procs), time.monotonic() - began)
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
+        deadline = time.monotonic() + READY_TIMEOUT_S + READY_PER_INTERFACE_S * len(self.procs)
         waiting = dict(self.procs)
         while waiting:
             for name, proc in list(waiting.items()):
                 if proc.poll() is not None:
-                    raise RuntimeError(f"capture on {name} ({self.kernel_names[name]}) failed: "
+                    raise EnvironmentNotReady(f"capture on {name} ({self.kernel_names[name]}) failed: "
                                        f"{self.log.read_text(errors='replace').strip()[-300:]}")
                 path = self.directory / f"{name}.pcapng"
                 if path.exists() and path.stat().st_size > 0:  # dumpcap opens the interface before the file
                     del waiting[name]
             if time.monotonic() > deadline:
-                raise RuntimeError(f"capture did not start within {READY_TIMEOUT_S:g} s on {', '.join(waiting)}")
+                raise EnvironmentNotReady(f"capture did not start in time on {', '.join(waiting)}")
             time.sleep(0.02)
 
     def stop(self) -> dict:
