@@ -325,10 +325,10 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
         state.teardown()
         logging.getLogger("mrclab").removeHandler(handler)
         handler.close()
-    if recording is not None:
-        recording.finish()
     results.write(out_dir, doc)
     results.write_messages(out_dir, _message_rows(outcome))
+    if recording is not None:  # after the results, which a failing merge must not cost
+        recording.finish()
     return doc
 
 
