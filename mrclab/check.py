@@ -205,12 +205,19 @@ def mnexec() -> Row:
     return Row("mnexec", path is not None, path or "not on PATH", PROVISION)
 
 
+def capture_tools() -> Row:
+    missing = [tool for tool in ("dumpcap", "mergecap", "tshark") if shutil.which(tool) is None]
+    return Row("packet capture (optional)", not missing,
+               "dumpcap, mergecap and tshark found: `mrclab run --capture` works" if not missing
+               else f"{', '.join(missing)} not found: `mrclab run --capture` cannot run", PROVISION, required=False)
+
+
 def rows() -> list[Row]:
     from .fabric import (
         egress,  # the eBPF egress program owns its own availability check
     )
     return [root(), ovs(), datapath(), ovs_sndbuf(), htb(), egress.check_row(), netem(),
-            python_module("os_ken", "os-ken"), python_module("mininet.net", "mininet"), mnexec()]
+            python_module("os_ken", "os-ken"), python_module("mininet.net", "mininet"), mnexec(), capture_tools()]
 
 
 def first_failure(checked: list[Row]) -> Row | None:

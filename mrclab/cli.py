@@ -107,14 +107,21 @@ def topo_show(file: str, as_json: bool) -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Results directory "
               "(default results/<name>-<UTC timestamp>/).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario key by dotted path.")
+@click.option("--capture", "capture", metavar="hosts|switches|all|LINK,...",
+              help="Record pcapng files under DIR/capture/ (the scenario key capture.interfaces).")
+@click.option("--capture-full", is_flag=True, help="Capture whole packets, not only headers (capture.packets=full).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results document only.")
 @click.option("--dry-run", is_flag=True, help="Check everything that can be checked without a lab, print the "
               "resolved scenario and its expanded timeline, build nothing.")
-def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], as_json: bool, dry_run: bool) -> None:
+def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], capture: str | None, capture_full: bool,
+        as_json: bool, dry_run: bool) -> None:
     """Run a scenario with a live progress view; write its results directory."""
+    from . import capture as capture_mod
     from . import preflight
     from .spec import scenario as scenario_mod
 
+    overrides += ((f"capture.interfaces={capture}",) if capture is not None else ()) + (
+        ("capture.packets=full",) if capture_full else ())
     spec = scenario_mod.load(scenario, list(overrides))
     preflight.check(spec)
     if dry_run:
@@ -127,6 +134,8 @@ def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], as_json:
         return
     target = results_dir(spec.name, out_dir)
     require_environment()
+    if spec.capture.on:
+        capture_mod.tool("dumpcap")
     from . import runner
     doc = runner.run_scenario(spec, target, console=None if as_json else err)
     if as_json:
@@ -261,6 +270,43 @@ def topo_verify(file: str, datapath: str, as_json: bool) -> None:
             out.print(f"... and {len(doc['failed']) - 20} more (--json lists them all)")
     if not doc["ok"]:
         raise ExpectationFailed(f"{doc['paths'] - doc['ok_paths']} of {doc['paths']} paths failed verification")
+
+
+@cli.group()
+def capture() -> None:
+    """Work with the packet captures of a run (mrclab run --capture)."""
+
+
+@capture.command("merge")
+@click.argument("run_dir", metavar="DIR")
+def capture_merge(run_dir: str) -> None:
+    """Write DIR/capture/all.pcapng: every interface's packets in time order, interface names kept."""
+    from .capture import merge
+
+    out.print(f"merged: {merge(run_dir)}", soft_wrap=True)
+
+
+@cli.command()
+@click.option("--path", "path_only", is_flag=True, help="Print the dissector's path only.")
+def wireshark(path_only: bool) -> None:
+    """Where the shipped MRC dissector is, and how to load it into Wireshark or tshark."""
+    from .wireshark import DISSECTOR, PERSONAL_PLUGINS
+
+    if path_only:
+        out.print(str(DISSECTOR), soft_wrap=True)
+        return
+    for line in (f"MRC dissector (Lua): {DISSECTOR}",
+                 "",
+                 "Load it for one session:",
+                 f"  wireshark -X lua_script:{DISSECTOR} DIR/capture/all.pcapng",
+                 f"  tshark -X lua_script:{DISSECTOR} -r DIR/capture/all.pcapng -Y 'mrc.flags.trimmed'",
+                 "Or for good: copy it into your personal Lua plugins folder",
+                 f"  mkdir -p {PERSONAL_PLUGINS} && cp {DISSECTOR} {PERSONAL_PLUGINS}/",
+                 "",
+                 "It decodes UDP port 4793 (preference mrc.udp_port) and the uSID path of the IPv6 destination",
+                 "(preferences mrc.usid_block_bits, mrc.usid_node_bits). Filters: mrc.type == 1, mrc.conn == 3,",
+                 "mrc.ev == 9, mrc.flags.trimmed, mrc.flags.retx, mrc.path.plane == 1, mrc.path.spine == 2."):
+        out.print(line, soft_wrap=True, markup=False)
 
 
 @cli.command()

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from . import timeline
 from .agents import Agents, effective_options
+from .capture import Recording
 from .errors import MrclabError
 from .metrics import avoid, expectations, results
 from .metrics.cost import CpuMeter
@@ -292,6 +293,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
     agents = Agents()
     log.info("run %s: scenario %s, out %s", state.run_id, scenario.source, out_dir)
     execution: Execution | None = None
+    recording: Recording | None = None
     failure: BaseException | None = None
     doc = None
     try:
@@ -301,6 +303,9 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
             log.info("datapath %s: %s", fabric.datapath.name, fabric.datapath_detail)
             sampler = meter = None
             try:
+                if scenario.capture.on:  # before the agents' first packet
+                    recording = Recording(scenario.capture, fabric, state, out_dir)
+                    recording.start()
                 agents.start(scenario, {h: fabric.host(h) for h in scenario.workload.hosts}, state, out_dir)
                 if not agents.warm(warm_pairs(scenario)):
                     log.warning("warm-up: some paths did not answer their probe before the clock started")
@@ -322,9 +327,12 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
                 outcome = execution.outcome if execution is not None else Outcome()
                 outcome.t_end = outcome.t_end or time.monotonic()
                 outcome.t0 = outcome.t0 or outcome.t_end
-                doc = _collect(scenario, state.run_id, started_at, outcome, agents, fabric, sampler, meter, failure)
+                doc = _collect(scenario, state.run_id, started_at, outcome, agents, fabric, sampler, meter, recording,
+                               failure)
             finally:
                 agents.stop()
+                if recording is not None:
+                    recording.stop()
     except BaseException as exc:
         failure = failure or exc
         log.error("run stopped: %s", describe(exc))
@@ -336,6 +344,8 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
         if doc is not None:
             results.write(out_dir, doc)
             results.write_messages(out_dir, _message_rows(outcome))
+            if recording is not None:  # after the results, which a failing merge must not cost
+                recording.finish()
     if failure is not None:
         if not isinstance(failure, Exception):
             raise failure
@@ -354,10 +364,12 @@ def describe(exc: BaseException) -> str:
 
 
 def _collect(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome, agents: Agents, fabric,
-             sampler: CpuSampler | None, meter: CpuMeter | None, failure: BaseException | None) -> dict:
+             sampler: CpuSampler | None, meter: CpuMeter | None, recording: Recording | None,
+             failure: BaseException | None) -> dict:
     """The results document; after a failure, whatever can still be read (the rest left empty)."""
     if meter is not None:
         meter.stop()
+    captured = recording.stop() if recording is not None else None
     def read(what: str, fn, default):
         if failure is None:
             return fn()
@@ -379,8 +391,13 @@ def _collect(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome,
                               *fabric.queue_waits())), {"cpu_busy_pct": None, "ok": False, "notes": ["not measured"]})
     controller = read("controller stats", fabric.controller_stats, {"flow_mods_boot": None,
                                                                    "flow_mods_after_boot": None})
+    if captured is not None:
+        fidelity["notes"].append(recording.note(captured))
     doc = _document(scenario, run_id, started_at, outcome, summary, agents.samples, links, controller, fidelity,
                     datapath=(fabric.datapath.name, fabric.datapath_detail))
+    if captured is not None:  # packet time (epoch) - t0_epoch_s = the t_s of events.csv and steps.csv
+        doc["capture"] = {**captured, "packets_kept": scenario.capture.packets,
+                          "t0_epoch_s": round(time.time() - time.monotonic() + outcome.t0, 6)}
     if failure is not None:
         doc["status"] = "failed" if isinstance(failure, Exception) else "interrupted"
         doc["error"] = describe(failure)

@@ -9,7 +9,7 @@ cd "$here"
 [ "$(id -u)" -eq 0 ] || { echo "provision.sh: run as root (sudo)" >&2; exit 3; }
 
 pkgs=(openvswitch-switch openvswitch-common mininet iproute2 ethtool clang llvm libbpf-dev
-      iperf3 tcpdump python3-venv python3-dev gcc make)
+      iperf3 tcpdump tshark python3-venv python3-dev gcc make)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -17,6 +17,8 @@ done
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "provision: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # wireshark-common asks whether non-root users may capture: no (mrclab captures as root)
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

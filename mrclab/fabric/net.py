@@ -180,6 +180,12 @@ class Fabric:
         """Processes that move the fabric's packets (for the CPU fidelity sampler): pid -> label."""
         return self.switches.packet_pids()
 
+    def netns_pid(self, node: str) -> int | None:
+        """A process whose network namespace holds `node`'s interfaces (enter it with
+        `nsenter --net=/proc/PID/ns/net`); None for the root namespace, where OVS switch ports live."""
+        host = self.hosts.get(node)
+        return None if host is None else host.pid
+
     def nic(self, host: str, plane: int) -> str:
         """Interface name of `host`'s NIC on `plane` (inside the host's namespace)."""
         return self.layout.hosts[host].nics[plane].ifname

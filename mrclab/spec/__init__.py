@@ -1,5 +1,5 @@
 """Topology and scenario files -> validated, frozen objects; nothing inward sees a raw dict."""
-from .scenario import Event, Scenario, Workload
+from .scenario import Capture, Event, Scenario, Workload
 from .topology import Link, Topology
 
-__all__ = ["Event", "Link", "Scenario", "Topology", "Workload"]
+__all__ = ["Capture", "Event", "Link", "Scenario", "Topology", "Workload"]

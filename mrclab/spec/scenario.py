@@ -44,6 +44,8 @@ NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")  # a scenario name become
 MAX_SEED = (1 << 63) - 1
 MIN_RATE_BPS = 1000
 MAX_TIMELINE_ACTIONS = 10000  # a flap of 10 ms for 50 s; more is no experiment a 2-core lab can keep time for
+CAPTURE_SETS = ("off", "hosts", "switches", "all")
+CAPTURE_PACKETS = ("headers", "full")
 EXPECTATIONS = ("failed_messages", "max_step_time_ratio", "min_goodput_fraction", "max_avoid_s",
                 "max_step_time_s", "flow_mods_after_boot", "fidelity_ok")
 
@@ -59,6 +61,7 @@ DEFAULTS: dict[str, Any] = {
     "transport_options": {},
     "routing_options": {"convergence_delay": "2s"},
     "expect": {},
+    "capture": {"interfaces": "off", "packets": "headers"},
 }
 
 
@@ -97,6 +100,23 @@ class Event:
 
 
 @dataclass(frozen=True)
+class Capture:
+    """Which interfaces a run records into pcapng files: a set (`off`, `hosts`, `switches`, `all`)
+    or links by SPEC name, each recorded at the end named first; `headers` keeps the MRC header only."""
+
+    interfaces: str | tuple[str, ...] = "off"
+    packets: str = "headers"
+
+    @property
+    def on(self) -> bool:
+        return self.interfaces != "off"
+
+    def to_dict(self) -> dict[str, Any]:
+        what = self.interfaces if isinstance(self.interfaces, str) else list(self.interfaces)
+        return {"interfaces": what, "packets": self.packets}
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     description: str
@@ -111,6 +131,7 @@ class Scenario:
     convergence_delay_s: float = 2.0
     expect: dict = field(default_factory=dict, hash=False)
     datapath: str = "auto"
+    capture: Capture = Capture()
     source: str = field(default="", compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -125,7 +146,7 @@ class Scenario:
                 "events": [e.to_dict() for e in self.events],
                 "transport_options": dict(self.transport_options),
                 "routing_options": {"convergence_delay": f"{self.convergence_delay_s:g}s"},
-                "expect": dict(self.expect)}
+                "expect": dict(self.expect), "capture": self.capture.to_dict()}
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
@@ -170,6 +191,8 @@ def load(ref: str | Path, overrides: list[str] = ()) -> Scenario:
     data = load_yaml(path, "scenario file")
     if not isinstance(data, dict):
         raise UsageError(f"{path}: (top level): must be a mapping of scenario keys")
+    if "capture" in data and not isinstance(data["capture"], dict):  # the shorthand, so that --set capture.X works
+        data["capture"] = {"interfaces": data["capture"]}
     return from_mapping(apply_overrides(data, list(overrides), str(path)), str(path), default_name=path.stem)
 
 
@@ -294,10 +317,11 @@ def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scen
     delay = ro.get("convergence_delay", seconds, seconds(DEFAULTS["routing_options"]["convergence_delay"]))
     ro.done(("convergence_delay",))
     expect = _expect(r.sub("expect"))
+    capture = _capture(r, topo)
     r.done(("name", "description", "topology", "transport", "routing", "datapath", "seed", "duration_limit",
-            "workload", "events", "transport_options", "routing_options", "expect"))
+            "workload", "events", "transport_options", "routing_options", "expect", "capture"))
     return Scenario(name, description, topo, transport, routing, seed, limit, workload, events,
-                    dict(options), delay, expect, datapath=datapath, source=source)
+                    dict(options), delay, expect, datapath=datapath, capture=capture, source=source)
 
 
 def text_or_empty(value: Any) -> str:
@@ -335,6 +359,28 @@ def _transport_options(r: Reader, transport: str, topo: Topology) -> dict[str, A
                                 link_rate_bps=topo.host_rate_bps, planes=topo.planes)
     except ValueError as exc:
         r.fail("transport_options", str(exc))
+
+
+def _capture(r: Reader, topo: Topology) -> Capture:
+    """`capture: hosts` is short for `capture: {interfaces: hosts}`; links may be a list or `a-b,c-d`."""
+    value = r.raw("capture")
+    c = Reader(value if isinstance(value, dict) else {"interfaces": value}, r.source, "capture.")
+    interfaces = c.raw("interfaces", "off")
+    if interfaces in (None, False):  # YAML reads a bare `off` as false
+        interfaces = "off"
+    if isinstance(interfaces, str) and interfaces not in CAPTURE_SETS:
+        interfaces = [name.strip() for name in interfaces.split(",")]
+    if not isinstance(interfaces, str):
+        if not isinstance(interfaces, list) or not interfaces:
+            c.fail("capture.interfaces", f"expected one of {', '.join(CAPTURE_SETS)} or a list of links")
+        for name in interfaces:
+            if not isinstance(name, str) or not topo.has_link(name):
+                c.fail("capture.interfaces", f"no link {name!r} in {topo.name}: expected one of "
+                       f"{', '.join(CAPTURE_SETS)} or links like p0l1-p0s2 or h3-p0l1")
+        interfaces = tuple(dict.fromkeys(interfaces))
+    packets = c.choice("packets", CAPTURE_PACKETS, DEFAULTS["capture"]["packets"])
+    c.done(("interfaces", "packets"))
+    return Capture(interfaces, packets)
 
 
 def _expect(r: Reader) -> dict[str, Any]:

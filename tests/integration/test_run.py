@@ -137,9 +137,11 @@ def _wait_for_agents(proc, timeout=60.0) -> RunState:
 def test_run_stopped_midway_leaves_nothing(tmp_path, leftovers, how):
     decoy = subprocess.Popen(["bash", "-c", "exec -a controller sleep 60"])
     proc = mrclab("run", "scenarios/smoke.yaml", "--out", str(tmp_path / "r"), "--set", "workload.steps=500",
-                  "--set", "duration_limit=60s", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                  "--set", "duration_limit=60s", "--capture", "h0-p0l0,p0l0-p0s1",  # capture processes too
+                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         state = _wait_for_agents(proc)
+        assert sum(label.startswith("capture") for _, _, label in state.processes) == 2
         time.sleep(0.5)
         os.kill(proc.pid, getattr(signal, how))
         proc.wait(timeout=30)
