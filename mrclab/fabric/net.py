@@ -152,7 +152,8 @@ class Fabric:
         return self.hosts[name]
 
     def netns_pid(self, node: str) -> int | None:
-        """A process in the network namespace that holds `node`'s interfaces; None: the root namespace."""
+        """A process whose network namespace holds `node`'s interfaces (enter it with
+        `nsenter --net=/proc/PID/ns/net`); None: the root namespace, where OVS switch ports live."""
         if node in self.hosts:
             return self.hosts[node].pid
         return self.switches.netns_pid(node)
@@ -179,12 +180,6 @@ class Fabric:
     def packet_pids(self) -> dict[int, str]:
         """Processes that move the fabric's packets (for the CPU fidelity sampler): pid -> label."""
         return self.switches.packet_pids()
-
-    def netns_pid(self, node: str) -> int | None:
-        """A process whose network namespace holds `node`'s interfaces (enter it with
-        `nsenter --net=/proc/PID/ns/net`); None for the root namespace, where OVS switch ports live."""
-        host = self.hosts.get(node)
-        return None if host is None else host.pid
 
     def nic(self, host: str, plane: int) -> str:
         """Interface name of `host`'s NIC on `plane` (inside the host's namespace)."""
