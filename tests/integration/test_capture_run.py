@@ -91,15 +91,17 @@ L3RawSocket6().send(pkt)  # the kernel routes it, as it routes the agents' packe
 
 def test_crafted_trimmed_packet_from_a_host_namespace(tmp_path, leftovers):
     """docs/packets.md's example: scapy in h0's namespace sends a trimmed DATA header along a uSID path; a
-    Recording started on the fabric (host namespaces and root-namespace switch ports) sees it at every hop."""
+    Recording started on the fabric (host namespaces, and switch ports wherever the datapath keeps them) sees it
+    at every hop."""
     from mrclab.capture import Recording
     from mrclab.fabric.net import Fabric
     from mrclab.spec import Capture, topology
 
     with Fabric(topology.load("clos-2p-2l-2s")) as fabric:
         prefix, processes = fabric.state.prefix, fabric.state.processes
-        assert fabric.netns_pid("h0") == fabric.host("h0").pid and fabric.netns_pid("p0s1") is None
-        recording = Recording(Capture(("h0-p0l0", "p0s1-p0l0", "h3-p0l1")), fabric, fabric.state, tmp_path)
+        assert fabric.netns_pid("h0") == fabric.host("h0").pid
+        assert fabric.netns_pid("p0l0") == (None if fabric.datapath.name == "ovs" else fabric.switches.netns_pid("p0l0"))
+        recording = Recording(Capture(("h0-p0l0", "p0l0-p0s1", "h3-p0l1")), fabric, fabric.state, tmp_path)
         recording.start()
         sent = subprocess.run(["nsenter", f"--net=/proc/{fabric.netns_pid('h0')}/ns/net", sys.executable, "-c",
                                SEND_TRIMMED], capture_output=True, text=True, timeout=60, check=False)
@@ -111,7 +113,7 @@ def test_crafted_trimmed_packet_from_a_host_namespace(tmp_path, leftovers):
                   "mrc && !icmpv6")  # h3 has no agent listening: it answers port unreachable, quoting the packet
     # one packet, three hops: the uSIDs shift out on the way, the trimmed header keeps the original length
     assert rows == [["h0-p0l0", "p0 l0 s1 l1 h3", "1", "8192", "DATA conn 3 psn 123456 ev 8 p0 s1 TRIMMED"],
-                    ["p0s1-p0l0", "p0 s1 l1 h3", "1", "8192", "DATA conn 3 psn 123456 ev 8 p0 s1 TRIMMED"],
+                    ["p0l0-p0s1", "p0 s1 l1 h3", "1", "8192", "DATA conn 3 psn 123456 ev 8 p0 s1 TRIMMED"],
                     ["h3-p0l1", "p0 h3", "1", "8192", "DATA conn 3 psn 123456 ev 8 p0 TRIMMED"]]
     # the kernel sent it to its permanent gateway neighbour: no neighbour solicitation, no broadcast frame
     assert fields(merged, ["frame.number"], "icmpv6.type == 135 || eth.dst == ff:ff:ff:ff:ff:ff") == []
