@@ -21,7 +21,7 @@ def refused(path, overrides=(), fragment=""):
     with pytest.raises(UsageError) as info:
         scenario_mod.load(path, list(overrides))
     message = str(info.value)
-    assert time.monotonic() - start < 5, "took seconds to refuse"
+    assert time.monotonic() - start < 10, "hung instead of refusing"
     assert "\n" not in message and len(message) < 700, message[:1000]
     assert fragment in message, message
     return message
