@@ -238,5 +238,5 @@ def clean_stale() -> list[str]:
     removed = []
     for run in all_runs():
         if run.is_stale():
-            removed.extend(f"{run.run_id}: {item}" for item in run.teardown())
+            removed.extend(f"{run.run_id}: {item}" for item in [*run.teardown(), f"record {run.path}"])
     return removed

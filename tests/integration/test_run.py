@@ -91,7 +91,7 @@ def test_smoke_runs_end_to_end(tmp_path, leftovers):
 
 def test_impossible_expectation_exits_1(tmp_path):
     proc = mrclab("run", "scenarios/smoke.yaml", "--out", str(tmp_path / "r"), "--set", "workload.steps=3",
-                  "--set", "expect={max_step_time_s: 1us}",
+                  "--set", "events=[]", "--set", "expect={max_step_time_s: 1us}",
                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 1, stderr
