@@ -43,6 +43,8 @@ def test_a_failed_event_keeps_the_results_measured_until_then(tmp_path, monkeypa
     assert doc["expectations"][0] == {"name": "run", "expected": "completed", "actual": doc["error"], "ok": False}
     assert "run stopped: tc refused" in (out / "runner.log").read_text()
     assert (out / "messages.csv").exists()
+    from mrclab.report import write_report
+    assert write_report(str(out)).html.exists()  # a failed run's results still make a report
     assert leftovers(f"m{doc['run_id']}") == []
 
 
