@@ -27,12 +27,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mrclab import preflight  # noqa: E402
-from mrclab.errors import UsageError  # noqa: E402
-from mrclab.runstate import STATE_DIR, RunState, proc_start_time  # noqa: E402
-from mrclab.spec import scenario as scenario_mod  # noqa: E402
-from mrclab.spec import topology as topology_mod  # noqa: E402
-from tests.mutations import REPO, SHIPPED, kind, mutate  # noqa: E402
+from mrclab import preflight
+from mrclab.errors import UsageError
+from mrclab.runstate import STATE_DIR, RunState, proc_start_time
+from mrclab.spec import scenario as scenario_mod
+from mrclab.spec import topology as topology_mod
+from tests.mutations import REPO, SHIPPED, kind, mutate
 
 
 def load(path: Path, what: str) -> None:

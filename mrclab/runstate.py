@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 
-
 def trusted_dir(variable: str, default: str) -> Path:
     """A directory of mrclab's own; root takes none from the environment, which whoever started it chose."""
     return Path(default if os.geteuid() == 0 else os.environ.get(variable, default))

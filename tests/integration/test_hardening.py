@@ -90,7 +90,8 @@ def test_no_process_of_a_sigkilled_run_survives_5_seconds(tmp_path, leftovers):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        clean = subprocess.run([sys.executable, "-m", "mrclab", "clean"], cwd=REPO, capture_output=True, text=True)
+        clean = subprocess.run([sys.executable, "-m", "mrclab", "clean"], cwd=REPO, capture_output=True, text=True,
+                               check=False)
     assert survivors == [], f"alive 5 s after the runner's SIGKILL: {survivors}"
     assert clean.returncode == 0, clean.stderr
     assert leftovers(state.prefix, state.processes) == []

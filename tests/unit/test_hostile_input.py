@@ -144,7 +144,7 @@ def test_canonical_host_names_still_load(tmp_path):
 
 def mrclab(*args, cwd=REPO):
     return subprocess.run([sys.executable, "-m", "mrclab", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=60)
+                          timeout=60, check=False)
 
 
 def test_cli_yaml_errors_and_bombs_are_one_line_exit_2(tmp_path):
