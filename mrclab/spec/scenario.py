@@ -167,7 +167,8 @@ def load(ref: str | Path, overrides: list[str] = ()) -> Scenario:
     data = load_yaml(path, "scenario file")
     if not isinstance(data, dict):
         raise UsageError(f"{path}: (top level): must be a mapping of scenario keys")
-    return from_mapping(apply_overrides(data, list(overrides), str(path)), str(path), default_name=path.stem)
+    default_name = re.sub(r"[^A-Za-z0-9._-]", "-", path.stem[:64]).lstrip(".") or "scenario"
+    return from_mapping(apply_overrides(data, list(overrides), str(path)), str(path), default_name=default_name)
 
 
 def _topology(r: Reader, source: str) -> Topology:

@@ -181,3 +181,9 @@ def test_every_shipped_scenario_passes_dry_run():
     for path in sorted((REPO / "scenarios").glob("*.yaml")):
         result = mrclab("run", str(path), "--dry-run", "--json")
         assert result.returncode == 0, (path, result.stderr)
+
+
+def test_a_file_name_that_is_no_directory_name_gives_a_safe_default_name(tmp_path):
+    path = tmp_path / "my run (v2).yaml"
+    path.write_text(yaml.safe_dump({k: v for k, v in BASE.items() if k != "name"}))
+    assert scenario_mod.load(path).name == "my-run--v2-"
