@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 
-
 def trusted_dir(variable: str, default: str) -> Path:
     """A directory of mrclab's own; root takes none from the environment, which whoever started it chose."""
     return Path(default if os.geteuid() == 0 else os.environ.get(variable, default))
@@ -238,5 +237,5 @@ def clean_stale() -> list[str]:
     removed = []
     for run in all_runs():
         if run.is_stale():
-            removed.extend(f"{run.run_id}: {item}" for item in run.teardown())
+            removed.extend(f"{run.run_id}: {item}" for item in [*run.teardown(), f"record {run.path}"])
     return removed

@@ -43,12 +43,21 @@ def clip(path: Any, limit: int = 120) -> str:
 class _Loader(yaml.SafeLoader):
     """safe_load without aliases and without duplicate keys."""
 
+    depth = 0
+
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise yaml.MarkedYAMLError(None, None, "aliases (*name) are not accepted in mrclab files",
                                        event.start_mark)
-        return super().compose_node(parent, index)
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise yaml.MarkedYAMLError(None, None, f"nested more than {MAX_DEPTH} levels deep",
+                                           self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
     def construct_mapping(self, node, deep=False):
         seen = set()
@@ -74,25 +83,7 @@ def parse_yaml(text: str, source: str) -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise UsageError(one_line(f"{source}: not valid YAML{where}: {problem}")) from None
-    except RecursionError:
-        raise UsageError(f"{clip(source)}: nested more than {MAX_DEPTH} levels deep") from None
-    if _depth(data) > MAX_DEPTH:
-        raise UsageError(f"{clip(source)}: nested more than {MAX_DEPTH} levels deep")
     return data
-
-
-def _depth(data: Any) -> int:
-    deepest, stack = 0, [(data, 1)]
-    while stack:
-        node, level = stack.pop()
-        deepest = max(deepest, level)
-        if level > MAX_DEPTH:
-            break
-        if isinstance(node, dict):
-            stack.extend((v, level + 1) for v in node.values())
-        elif isinstance(node, list):
-            stack.extend((v, level + 1) for v in node)
-    return deepest
 
 
 def one_line(message: str, limit: int = 300) -> str:

@@ -292,7 +292,7 @@ def _event(r: Reader, topo: Topology, steps: int, limit_s: float) -> Event:
 
 def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scenario:
     r = Reader(data, source)
-    name = r.get("name", text, default_name)
+    name = r.get("name", text, re.sub(r"[^A-Za-z0-9._-]", "-", default_name[:64]).lstrip(".") or "scenario")
     if not NAME.fullmatch(name):
         r.fail("name", f"{short(name)} must be 1 to 64 of A-Z a-z 0-9 . _ - (not starting with a dot):"
                        " it names the results directory")

@@ -21,7 +21,7 @@ def refused(path, overrides=(), fragment=""):
     with pytest.raises(UsageError) as info:
         scenario_mod.load(path, list(overrides))
     message = str(info.value)
-    assert time.monotonic() - start < 5, "took seconds to refuse"
+    assert time.monotonic() - start < 10, "hung instead of refusing"
     assert "\n" not in message and len(message) < 700, message[:1000]
     assert fragment in message, message
     return message
@@ -144,7 +144,7 @@ def test_canonical_host_names_still_load(tmp_path):
 
 def mrclab(*args, cwd=REPO):
     return subprocess.run([sys.executable, "-m", "mrclab", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=60)
+                          timeout=60, check=False)
 
 
 def test_cli_yaml_errors_and_bombs_are_one_line_exit_2(tmp_path):
@@ -181,3 +181,9 @@ def test_every_shipped_scenario_passes_dry_run():
     for path in sorted((REPO / "scenarios").glob("*.yaml")):
         result = mrclab("run", str(path), "--dry-run", "--json")
         assert result.returncode == 0, (path, result.stderr)
+
+
+def test_a_file_name_that_is_no_directory_name_gives_a_safe_default_name(tmp_path):
+    path = tmp_path / "my run (v2).yaml"
+    path.write_text(yaml.safe_dump({k: v for k, v in BASE.items() if k != "name"}))
+    assert scenario_mod.load(path).name == "my-run--v2-"

@@ -18,7 +18,8 @@ handler.close()
 
 def test_runner_log_survives_mininets_logger_class(tmp_path):
     log = tmp_path / "runner.log"
-    result = subprocess.run([sys.executable, "-c", SCRIPT, str(log)], cwd=REPO, capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-c", SCRIPT, str(log)], cwd=REPO, capture_output=True, text=True,
+                            check=False)
     assert result.returncode == 0, result.stderr
     assert "run abc: scenario x" in log.read_text()
 
@@ -26,7 +27,8 @@ def test_runner_log_survives_mininets_logger_class(tmp_path):
 def test_a_warning_goes_to_runner_log_once_and_not_to_the_console(tmp_path):
     log = tmp_path / "runner.log"
     script = SCRIPT.replace('.info("run abc: scenario x")', '.warning("event 0 never fired")')
-    result = subprocess.run([sys.executable, "-c", script, str(log)], cwd=REPO, capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-c", script, str(log)], cwd=REPO, capture_output=True, text=True,
+                            check=False)
     assert result.returncode == 0, result.stderr
     assert log.read_text().count("event 0 never fired") == 1
     assert "never fired" not in result.stderr + result.stdout
