@@ -7,7 +7,10 @@ the plane's /32 routed out of its NIC and a local route for fcbb::/16, so a pack
 carrying its full path address and no switch forwards anything: every CPU cycle spent on
 packets is the agents' or the kernel's. Every sender posts ``--mib`` 1 MiB messages at once
 to its peer; goodput is all verified bytes over the time from the first post to the last
-delivery, CPU the agents' (both ends, from /proc) per delivered MiB.
+delivery, CPU the agents' (both ends, from /proc) per delivered MiB, and wake-ups the agents'
+voluntary context switches per delivered MiB (a figure that a busy machine disturbs less than
+CPU time). ``--options`` sets transport options, e.g. the pacing of a quickstart host
+(``{"pace_rate": 3e6, "pace_depth": 35808}``: about the rate one quickstart agent reaches).
 
 The reference, measured on the same veth pairs in the same run: a plain Python loop that
 sends 8900-byte UDP datagrams (``sendto``) to a plain Python loop that receives them
@@ -82,6 +85,16 @@ class Pair:
         return subprocess.Popen(["ip", "netns", "exec", self.ns[host], *argv], cwd=REPO, **kwargs)
 
 
+def sleeps(pids) -> int:
+    """Voluntary context switches of ``pids`` so far: how often they went to sleep, hence woke up."""
+    total = 0
+    for pid in pids:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                total += int(line.split()[1])
+    return total
+
+
 def floor(state: RunState, pair: Pair) -> float:
     """CPU seconds per MiB of a plain Python sendto/recv pair over one plane of ``pair``."""
     a, b = HOSTS
@@ -130,6 +143,7 @@ def run(pairs: int, mib: int, options: dict) -> dict:
         a, b = HOSTS
         meter = CpuMeter(procs)
         meter.start()
+        sleeps0 = sleeps(procs)
         start = time.monotonic()
         for i in range(pairs):
             for msg in range(mib):
@@ -138,6 +152,7 @@ def run(pairs: int, mib: int, options: dict) -> dict:
             clients[i, b].wait(lambda ev: sum(e["event"] == "delivered" for e in ev) == mib, 120 + 4 * mib)
             clients[i, a].wait(lambda ev: sum(e["event"] == "completed" for e in ev) == mib, 60)
         meter.stop()
+        wakeups = sleeps(procs) - sleeps0
         last = max(e["t"] for i in range(pairs) for e in clients[i, b].events if e["event"] == "delivered")
         verified = delivered = retransmitted = 0
         for i in range(pairs):
@@ -153,7 +168,7 @@ def run(pairs: int, mib: int, options: dict) -> dict:
                 "goodput_bps": round(verified * 8 / (last - start)), "cpu_s_per_mib": cost["agents"],
                 "sender_cpu_s_per_mib": round(senders, 5), "receiver_cpu_s_per_mib": round(cost["agents"] - senders, 5),
                 "floor_cpu_s_per_mib": round(floor_s, 5), "ratio_to_floor": round(cost["agents"] / floor_s, 2),
-                "idle_agent_max_cpu_pct": round(idle_pct, 2), "retransmitted": retransmitted,
+                "wakeups_per_mib": round(wakeups / (verified / MIB), 1), "idle_agent_max_cpu_pct": round(idle_pct, 2), "retransmitted": retransmitted,
                 "load_before": os.getloadavg()[0]}
     finally:
         for client in clients.values():
@@ -183,7 +198,7 @@ def main() -> None:
           f"{r['goodput_bps'] / 1e6:.0f} Mbit/s aggregate in {r['seconds']:.2f} s, {r['retransmitted']} retransmitted")
     print(f"CPU s per delivered MiB: agents {r['cpu_s_per_mib']:.4f} (senders {r['sender_cpu_s_per_mib']:.4f}, "
           f"receivers {r['receiver_cpu_s_per_mib']:.4f}); Python sendto/recv floor {r['floor_cpu_s_per_mib']:.4f}; "
-          f"ratio {r['ratio_to_floor']:.2f}")
+          f"ratio {r['ratio_to_floor']:.2f}; {r['wakeups_per_mib']:.0f} agent wake-ups per MiB")
     print(f"idle agents: at most {r['idle_agent_max_cpu_pct']:.2f}% of a core each over 2 s")
 
 
