@@ -95,6 +95,10 @@ class TransportConfig:
     """Bytes the pacer may send back to back after a pause (its bucket); at least one packet when pacing.
     The runner sets two packets per plane: enough to refill each NIC's queue after the agent slept, little
     enough that the host queue stays a couple of packets deep."""
+    pace_slack: float = 0.0
+    """Seconds ahead of its time a paced packet may leave: the owner's timer granularity. An owner that wakes
+    for anything (a SACK, another timer) sends what falls due before it could wake again, instead of waking
+    once more for it; the bucket runs that far into debt, so the rate is kept."""
     single_path: bool = False
     """RoCE-RC-like baseline: one EV per connection, never retired, never probed."""
     max_message: int = 1 << 30
@@ -128,6 +132,7 @@ class TransportConfig:
             ("cc_trim_md", 0 <= self.cc_trim_md < 1, "between 0 and 1"),
             ("max_message", self.max_message >= 0, ">= 0"),
             ("pace_rate", self.pace_rate >= 0, ">= 0"),
+            ("pace_slack", self.pace_slack >= 0, ">= 0"),
             ("pace_depth", self.pace_rate == 0 or self.pace_depth >= self.packet_size,
              f">= one packet (mss + {DATA_HEADER_LEN}) when pace_rate is set"),
         )
