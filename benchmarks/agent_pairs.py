@@ -20,6 +20,7 @@ Python agent (no protocol, no checks); the ratio printed is agents / floor.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -32,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mrclab.addressing import Plan  # noqa: E402
 from mrclab.agent import backtoback  # noqa: E402
-from mrclab.agent.client import AgentClient, command  # noqa: E402
+from mrclab.agent.client import AgentClient, AgentError, command  # noqa: E402
 from mrclab.metrics.cost import MIB, CpuMeter  # noqa: E402
 from mrclab.runstate import RunState  # noqa: E402
 
@@ -178,10 +179,8 @@ def run(pairs: int, mib: int, options: dict) -> dict:
                 "load_before": os.getloadavg()[0]}
     finally:
         for client in clients.values():
-            try:
+            with contextlib.suppress(OSError, AgentError):  # teardown kills it by PID anyway
                 client.request("quit")
-            except Exception:  # noqa: BLE001 - teardown kills it by PID anyway
-                pass
             client.close()
         state.teardown()
         shutil.rmtree(tmp, ignore_errors=True)
