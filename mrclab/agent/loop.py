@@ -20,6 +20,8 @@ import time
 from typing import Callable
 
 Callback = Callable[[], None]
+TIMER_GRANULARITY = 0.001
+"""epoll's: a timeout is a whole number of milliseconds, rounded up."""
 
 
 class Reactor:

@@ -50,7 +50,7 @@ from ..transport import (Connection, EvState, EvStateChanged, MessageCompleted, 
 from ..transport.config import for_mtu
 from ..transport.wire import MRC_UDP_PORT, peek_conn_id
 from .ecmp import flow_hash
-from .loop import Reactor
+from .loop import TIMER_GRANULARITY, Reactor
 from .payload import Payloads
 
 RECV_BATCH = 64
@@ -477,9 +477,10 @@ class MrcDatapath:
 
 
 def configure(options: dict, mtu: int, single_path: bool) -> TransportConfig:
-    """The transport's configuration: the scenario's options, ``mss`` filling the MTU unless set, and
-    ``sack_delay`` 0 unless set: the agent takes its answers once per wake-up, which already coalesces the
-    SACKs of what one wake-up received, while a delay below the loop's timer granularity (a millisecond)
-    would only cost a wake-up of its own per SACK."""
-    config = for_mtu({"sack_delay": 0.0, **options}, mtu)
+    """The transport's configuration: the scenario's options over the agent's defaults. ``mss`` fills the
+    MTU. ``sack_delay`` is 0: the agent takes its answers once per wake-up, which already coalesces the SACKs
+    of what one wake-up received, while a delay below the loop's timer granularity would only cost a wake-up
+    of its own per SACK. ``pace_slack`` is that granularity: a wake-up sends what the pacer would release
+    before the loop could wake again."""
+    config = for_mtu({"sack_delay": 0.0, "pace_slack": TIMER_GRANULARITY, **options}, mtu)
     return dataclasses.replace(config, single_path=True) if single_path else config

@@ -97,6 +97,10 @@ class TransportConfig:
     """Bytes the pacer may send back to back after a pause (its bucket); at least one packet when pacing.
     The runner sets two packets per plane: enough to refill each NIC's queue after the agent slept, little
     enough that the host queue stays a couple of packets deep."""
+    pace_slack: float = 0.0
+    """Seconds ahead of its time a paced packet may leave: the owner's timer granularity. An owner that wakes
+    for anything (a SACK, another timer) sends what falls due before it could wake again, instead of waking
+    once more for it; the bucket runs that far into debt, so the rate is kept."""
     single_path: bool = False
     """RoCE-RC-like baseline: one EV per connection, never retired, never probed."""
     max_message: int = 1 << 30
@@ -130,6 +134,7 @@ class TransportConfig:
             ("cc_trim_md", 0 <= self.cc_trim_md < 1, "between 0 and 1"),
             ("max_message", self.max_message >= 0, ">= 0"),
             ("pace_rate", self.pace_rate >= 0, ">= 0"),
+            ("pace_slack", self.pace_slack >= 0, ">= 0"),
             ("pace_depth", self.pace_rate == 0 or self.pace_depth >= self.packet_size,
              f">= one packet (mss + {DATA_HEADER_LEN}) when pace_rate is set"),
         )
@@ -183,7 +188,7 @@ UNITS: dict[str, str] = {
     "hold_window": "s", "sack_every": "count", "sack_delay": "s", "cc": "bool", "cc_init_window": "bytes",
     "cc_max_window": "bytes", "cc_base_rtt": "s", "cc_target_delay": "s", "cc_delay_filter": "count",
     "cc_ai": "x", "cc_fi": "x", "cc_md": "x", "cc_trim_md": "x", "pace_rate": "bytes/s", "pace_depth": "bytes",
-    "single_path": "bool", "max_message": "bytes",
+    "pace_slack": "s", "single_path": "bool", "max_message": "bytes",
 }
 """The unit of every option: ``s`` takes ``5ms`` or a number of seconds, ``bytes`` takes ``64KiB`` or a number,
 ``count`` a whole number, ``x`` a plain number, ``bytes/s`` a number. Ranges are `TransportConfig`'s checks;

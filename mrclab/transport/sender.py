@@ -340,7 +340,7 @@ class Sender:
                 self._tokens = min(self._pace_depth, self._tokens + (now - self._tokens_at) * pace)
             self._tokens_at = now
             self._pace_at = None
-            full = DATA_HEADER_LEN + mss
+            full = DATA_HEADER_LEN + mss - self._cfg.pace_slack * pace  # a packet due within the slack goes now
         while self.inflight < window:
             if pace and self._tokens < full - 0.5:  # half a byte short is enough: the wake-up time rounds
                 if self._retx or self._queue:

@@ -7,9 +7,10 @@ from mrclab.report.summary import cpu_text
 
 
 def test_meter_counts_the_cpu_a_process_burns_between_start_and_stop():
-    spin = subprocess.Popen([sys.executable, "-c", "import sys, time\nsys.stdin.readline()\n"
-                             "end = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
-                             "print('done', flush=True)\nsys.stdin.readline()"],
+    program = ("import sys, time\nsys.stdin.readline()\n"
+               "end = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
+               "print('done', flush=True)\nsys.stdin.readline()")
+    spin = subprocess.Popen([sys.executable, "-c", program],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     idle = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()"], stdin=subprocess.PIPE)
     try:

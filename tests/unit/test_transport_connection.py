@@ -524,3 +524,20 @@ def test_sacks_are_coalesced_but_holes_and_tails_are_answered_at_once():
     b.receive(sent[8][1], None, 0.0045)  # the message is complete: the sender's completion waits on this SACK
     sacks = [wire.decode(s) for _, s in b.datagrams_to_send(0.0045)]
     assert [s.cum_psn for s in sacks] == [10] and b.counters.sacks == 4
+
+
+def test_pace_slack_sends_what_falls_due_before_the_next_wake_up_and_keeps_the_rate():
+    """An owner woken every millisecond: without slack each packet waits for the tick after its time and a
+    one-packet bucket loses that wait (rate lost); with slack a packet due before the next tick goes now."""
+    size = 8192 + wire.DATA_HEADER_LEN
+    gap = size / 1e6  # 8.2 ms between packets at 1 MB/s
+    for slack, early in ((0.0, 0), (0.002, 1)):
+        a, _ = pair(pace_rate=1e6, pace_depth=size, mss=8192, pace_slack=slack, cc=False)
+        a.send_message(1, bytes(8192 * 60))
+        assert len(a.datagrams_to_send(0.0)) == 1
+        assert len(a.datagrams_to_send(gap - 0.0015)) == early  # 1.5 ms early: inside a 2 ms slack only
+        sent = 1 + early + sum(len(a.datagrams_to_send(i * 0.001)) for i in range(int(gap * 1000), 400))
+        if slack:
+            assert sent == pytest.approx(1 + 0.4 / gap, abs=1)  # the rate is kept
+        else:
+            assert sent < 0.4 / gap - 2
