@@ -292,7 +292,7 @@ def test_a_late_packet_that_condemned_its_path_restores_it_only_if_the_path_deli
     on that path after the late one, which may have slipped through just before the path died:
     the path stays retired until probes bring it back."""
     config = TransportConfig(sack_every=1, mss=100, cc_init_window=1 << 20, reorder_window=0.002,
-                             reorder_window_max=0.002)
+                             reorder_window_max=0.002, hold_window=0.002)  # packet 16 leaves before any hold
     a = Connection(1, list(range(64)), plane, config, path_of)
     b = Connection(1, list(range(64)), plane, config, path_of)
     ev0 = _condemn_by_a_late_packet(a, b, packets)
@@ -305,7 +305,7 @@ def test_a_resend_arriving_as_a_duplicate_tells_that_the_first_copy_was_delivere
     other packet: either copy may have arrived. An unflagged echo of the resend settles nothing (it
     may be an older SACK that was overtaken); the resend's duplicate SACK (DUP_ECHO) does: the
     original had arrived, the loss was none."""
-    a, b = pair(mss=100, reorder_window=0.002, reorder_window_max=0.002)
+    a, b = pair(mss=100, reorder_window=0.002, reorder_window_max=0.002, hold_window=0.002)
     a.send_message(1, bytes(300))
     (_, late), *rest = a.datagrams_to_send(1.0)
     for _, d in rest:
