@@ -79,7 +79,7 @@ class Agents:
                     "--seed", str(scenario.seed)]
             stderr = open(log_dir / f"agent-{name}.stderr", "wb")
             proc = host.popen(argv, stdin=subprocess.DEVNULL, stdout=stderr, stderr=subprocess.STDOUT,
-                              cwd=str(Path(__file__).resolve().parents[1]))
+                              cwd=str(log_dir))
             stderr.close()
             state.add_process(proc.pid, f"agent {name}")
             pending[name] = (index, control, proc)

@@ -272,6 +272,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
 
     from .fabric.net import Fabric
 
+    out_dir = out_dir.resolve()  # the agents start in their own folder, not the user's
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "scenario.yaml").write_text(scenario.to_yaml())
     handler = _logger(out_dir / "runner.log")

@@ -13,12 +13,13 @@ from typing import Any
 import yaml
 
 from ..errors import UsageError
+from ..shipped import folder
 from ..units import format_rate, format_size, rate_bps, seconds, size_bytes
 from . import topology as topology_mod
 from .reader import Reader, boolean, integer, load_yaml, number, text
 from .topology import Topology
 
-SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
+SCENARIO_DIR = folder("scenarios")
 
 TRANSPORTS = ("mrc", "single-path", "tcp")
 ROUTINGS = ("static-srv6", "ecmp-reconverge")
