@@ -300,6 +300,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
                 stats = agents.call_all("stats")
                 wall = outcome.t_end - outcome.t0
                 summary = results.summary(outcome, stats)
+                summary["link_drops"] = results.link_drops(links)
                 fidelity = sampler.stop(emulator_drops=sum(link["emulator_drops"] for link in links),
                                         goodput_fraction=sum(outcome.ideal_s[:len(outcome.steps)]) / wall
                                         if outcome.steps and wall > 0 else None,

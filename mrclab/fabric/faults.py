@@ -127,9 +127,11 @@ class Faults:
     def link_counters(self) -> list[dict[str, Any]]:
         """One row per link direction, as results.json `links` wants it: what left `from` towards `to`.
 
-        `drops` include what was sent into the cable while it was down. `emulator_drops` are
-        the other packets OVS failed to hand to a switch port (see `ovs.tx_dropped`): not the
-        emulated network's, they make a run untrustworthy."""
+        `drops` is every packet the emulated link dropped, split into `queue_drops` (its queue
+        overflowed), `loss_drops` (a `loss` fault), `blackhole_drops` (a `blackhole` fault) and
+        `down_drops` (sent into the cable while it was down, where OVS counts them).
+        `emulator_drops` are the other packets OVS failed to hand to a switch port (see
+        `ovs.tx_dropped`): not the emulated network's, they make a run untrustworthy."""
         rows = []
         ports = {self.layout.ifname(node, peer): (link, node, peer) for link in self.topology.links
                  for node, peer in ((link.a, link.b), (link.b, link.a))}
@@ -139,7 +141,9 @@ class Faults:
             total = lost_by_ovs.get(ifname, 0)
             dead = self._dead_drops.get(ifname, 0) + (total - self._down_at[ifname] if ifname in self._down_at else 0)
             rows.append({"link": link.name, "from": node, "to": peer, "tx_packets": c.tx_packets,
-                         "tx_bytes": c.tx_bytes, "drops": c.drops + dead, "trims": c.trims,
+                         "tx_bytes": c.tx_bytes, "drops": c.drops + c.loss_drops + c.blackhole_drops + dead,
+                         "queue_drops": c.drops, "loss_drops": c.loss_drops, "blackhole_drops": c.blackhole_drops,
+                         "down_drops": dead, "trims": c.trims,
                          "emulator_drops": total - dead, "queued_s": round(c.queued_ns * 1e-9, 6)})
         return rows
 

@@ -62,6 +62,14 @@ def summary(outcome, agent_stats: dict[str, dict]) -> dict:
     }
 
 
+DROP_KEYS = ("queue_drops", "loss_drops", "blackhole_drops", "down_drops")
+
+
+def link_drops(links: list[dict]) -> dict:
+    """Packets the emulated links dropped, by cause, summed over every link direction."""
+    return {key: sum(link.get(key, 0) for link in links) for key in DROP_KEYS}
+
+
 def series(sample_times: dict[int, float], samples: dict[int, dict[str, dict]]) -> list[dict]:
     """Counters and EV states summed over agents, one row per complete sampling round."""
     rows = []

@@ -32,6 +32,9 @@ COUNTER_COLOURS = {"trimmed": "#1f77b4", "retransmitted": "#ff7f0e", "timeouts":
 DPI = 110
 LABEL_FONT = 7
 PLANES_PER_ROW = 8
+MARKS = {"trims": (("trims",), "T"), "drops": (("queue_drops", "down_drops"), "D"), "loss": (("loss_drops",), "L"),
+         "blackhole": (("blackhole_drops",), "B")}
+"""What a heatmap cell counts besides utilisation: results.json link fields summed, and the cell's letter."""
 
 
 class NoData(Exception):
@@ -184,7 +187,8 @@ def step_time(run: Run) -> Figure:
 # --- 2. link utilisation ----------------------------------------------------------------
 
 def utilisation_grids(run: Run) -> dict[tuple[int, str], dict[str, np.ndarray]]:
-    """{(plane, "up"|"down"): {"util", "trims", "drops"}}, each a leaves x spines array.
+    """{(plane, "up"|"down"): {"util", "trims", "drops", "loss", "blackhole"}}, each a leaves x spines array
+    ("drops" are queue overflows and sends into a downed cable; loss and blackhole faults count apart).
 
     Utilisation is tx_bytes * 8 / (fabric rate * workload time): the link's average load
     over the workload, so spraying shows as an even grid and ECMP collisions as hot cells.
@@ -195,7 +199,7 @@ def utilisation_grids(run: Run) -> dict[tuple[int, str], dict[str, np.ndarray]]:
     if not rate or not wall:
         raise NoData("the fabric link rate (scenario.yaml) or the workload time is unknown")
     shape = (topo["leaves"], topo["spines"])
-    grids = {(k, d): {"util": np.full(shape, np.nan), "trims": np.zeros(shape, int), "drops": np.zeros(shape, int)}
+    grids = {(k, d): {"util": np.full(shape, np.nan), **{key: np.zeros(shape, int) for key in MARKS}}
              for k in range(topo["planes"]) for d in ("up", "down")}
     for link in r["links"]:
         a, b = parse_node(link["from"]), parse_node(link["to"])
@@ -207,8 +211,8 @@ def utilisation_grids(run: Run) -> dict[tuple[int, str], dict[str, np.ndarray]]:
         if grid is None or leaf >= shape[0] or spine >= shape[1]:
             continue
         grid["util"][leaf, spine] = link["tx_bytes"] * 8 / (rate * wall)
-        grid["trims"][leaf, spine] = link.get("trims", 0)
-        grid["drops"][leaf, spine] = link.get("drops", 0)
+        for key, (fields, _) in MARKS.items():
+            grid[key][leaf, spine] = sum(link.get(f, 0) for f in fields)
     if all(np.isnan(g["util"]).all() for g in grids.values()):
         raise NoData("no leaf-spine link counters in results.json")
     return grids
@@ -244,12 +248,11 @@ def link_utilisation(run: Run) -> Figure:
             image = ax.imshow(util, cmap="YlOrRd", vmin=0, vmax=vmax, aspect="equal")
             for leaf in range(leaves):
                 for spine in range(spines):
-                    value, trims, drops = util[leaf, spine], g["trims"][leaf, spine], g["drops"][leaf, spine]
-                    if not (label_all or trims or drops):
+                    value, marks = util[leaf, spine], [(MARKS[key][1], g[key][leaf, spine]) for key in MARKS]
+                    if not (label_all or any(n for _, n in marks)):
                         continue
                     text = "n/a" if np.isnan(value) else f"{value:.0f}%"
-                    text += f"\nT{trims}" if trims else ""
-                    text += f"\nD{drops}" if drops else ""
+                    text += "".join(f"\n{letter}{n}" for letter, n in marks if n)
                     dark = not np.isnan(value) and value > 0.6 * vmax
                     ax.text(spine, leaf, text, ha="center", va="center", fontsize=6.5,
                             color="white" if dark else "black")
@@ -265,7 +268,8 @@ def link_utilisation(run: Run) -> Figure:
             ax.set_xlabel("spine", fontsize=8)
     rate = format_rate(run.link_rate_bps("fabric_rate"))
     fig.colorbar(image, ax=axes, shrink=0.8, label=f"utilisation (% of {rate} over the workload)")
-    fig.suptitle(f"Leaf-spine link utilisation: {run.label}   (T = trimmed, D = dropped packets)", fontsize=10)
+    fig.suptitle(f"Leaf-spine link utilisation: {run.label}\n(packets T trimmed, D dropped by a full queue or "
+                 f"a downed cable, L lost to a loss fault, B blackholed)", fontsize=10)
     return fig
 
 

@@ -92,8 +92,9 @@ def test_utilisation_grid_is_the_link_counters(mrc_dir):
     down = links[("p3s0", "p3l2")]
     assert grids[(3, "down")]["util"][2, 0] == pytest.approx(down["tx_bytes"] * 8 / (100e6 * wall))
     assert grids[(1, "up")]["trims"][0, 3] == 41 and grids[(0, "down")]["drops"][1, 2] == 7
+    assert grids[(1, "up")]["loss"][0, 3] == 5 and grids[(1, "down")]["loss"][0, 3] == 0
     texts = [t.get_text() for ax in plots.link_utilisation(run).axes for t in ax.texts]
-    assert any("T41" in t for t in texts) and sum("D7" in t for t in texts) == 2
+    assert any("T41" in t and "L5" in t for t in texts) and sum("D7" in t for t in texts) == 2
 
 
 def test_many_planes_wrap_into_more_rows(mrc_dir):

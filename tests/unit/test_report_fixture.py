@@ -81,9 +81,10 @@ def _links(topo, kind, wall, rng):
             if link.name == FAILED_LINK:
                 share *= 0.6
             tx_bytes = int(topo.link_rate_bps(link) / 8 * wall * share * rng.uniform(0.97, 1.03))
+            down, lost = 7 if link.name == FAILED_LINK else 0, 5 if (src, dst) == ("p1l0", "p1s3") else 0
             out.append({"link": link.name, "from": src, "to": dst, "tx_packets": tx_bytes // 9000,
-                        "tx_bytes": tx_bytes, "drops": 7 if link.name == FAILED_LINK else 0,
-                        "trims": 41 if (src, dst) == ("p1l0", "p1s3") else 0})
+                        "tx_bytes": tx_bytes, "drops": down + lost, "queue_drops": 0, "loss_drops": lost,
+                        "blackhole_drops": 0, "down_drops": down, "trims": 41 if (src, dst) == ("p1l0", "p1s3") else 0})
     return out
 
 
