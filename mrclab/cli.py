@@ -14,10 +14,12 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import check as check_mod
 from . import runstate
+from .metrics import expectations
 from .errors import EnvironmentNotReady, ExpectationFailed, MrclabError, UsageError
 from .spec import topology as topology_mod
 
@@ -115,52 +117,70 @@ def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], as_json:
     target = Path(out_dir) if out_dir else Path("results") / f"{spec.name}-{stamp}"
     if target.exists() and any(target.iterdir()):
         raise UsageError(f"--out {target}: directory exists and is not empty")
-    doc = runner.run_scenario(spec, target, console=None if as_json else err)
+    doc = runner.run_scenario(spec, target, console=None if as_json else err, overrides=override_map(overrides))
     if as_json:
         emit_json({**doc, "dir": str(target)})
     else:
         print_summary(doc, target)
-    if not all(c["ok"] for c in doc["expectations"]):
+    if expectations.failed(doc["expectations"]):
         sys.exit(1)
 
 
+def override_map(overrides: tuple[str, ...]) -> dict[str, str]:
+    """`--set` as typed, key -> value text (already validated by the scenario reader)."""
+    return dict(item.partition("=")[::2] for item in overrides)
+
+
 def print_summary(doc: dict, target: Path) -> None:
-    from .report.summary import actual_text, rtt_text
+    """The key figures first, so they fit one 80x24 screen; then the expectations, then the notes."""
+    from .report.summary import actual_text, rtt_text, verdict_text
+    from .units import format_bytes, format_seconds
     for u in doc.get("unfired_events", []):
         err.print(f"[yellow]event {u['event_index']} ({u['action']} {u['target']} at {u['t_s']:g} s) never fired: "
-                  f"the workload ended at {doc['duration_s']:g} s[/yellow]")
-    s = doc["summary"]
-    table = Table(title=f"{doc['scenario']['name']}: {doc['transport']} over {doc['routing']} "
-                        f"on {doc['topology']['name']}")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    st = s["step_time_s"]
-    rows = [("steps", f"{len(doc['steps'])}"),
-            ("step time p50 / p99 / p100", f"{st['p50'] * 1e3:.1f} / {st['p99'] * 1e3:.1f} / {st['p100'] * 1e3:.1f} ms"),
-            ("p100 / p50", f"{st['p100'] / st['p50']:.2f}" if st["p50"] else "-"),
-            ("goodput", f"{s['goodput_bps'] / 1e6:.1f} Mbit/s ({s['goodput_fraction'] * 100:.0f}% of ideal)"),
-            ("messages sent / completed / failed", "{sent} / {completed} / {failed}".format(**s["messages"])),
-            ("bytes delivered / verified", "{delivered} / {verified}".format(**s["bytes"])),
-            ("packets data / retx / trimmed / timeouts", "{data_sent} / {retransmitted} / {trimmed} / {timeouts}"
-             .format(**s["packets"])),
-            ("RTT", rtt_text(s)),
-            ("flow-mods after boot", str(doc["controller"]["flow_mods_after_boot"]))]
-    rows += [(f"{key} {e['action']} {e['target']} @{e['t_s']:.2f}s",
-              "-" if e[key] is None else f"{e[key] * 1e3:.1f} ms")
+                  f"the workload ended at {doc['duration_s']:g} s[/yellow]", soft_wrap=True)
+    s, st = doc["summary"], doc["summary"]["step_time_s"]
+    overrides = " ".join(f"{k}={v}" for k, v in doc.get("overrides", {}).items())
+    out.print(f"[bold]{escape(doc['scenario']['name'])}[/]: {doc['transport']} over {doc['routing']} on "
+              f"{doc['topology']['name']}" + (f"  [dim](--set {escape(overrides)})[/]" if overrides else ""),
+              soft_wrap=True)
+    m, b, p = s["messages"], s["bytes"], s["packets"]
+    verified = "all verified" if b["verified"] == b["delivered"] else f"{format_bytes(b['verified'])} verified"
+    rows = [("step time", f"p50 {format_seconds(st['p50'])} · p100 {format_seconds(st['p100'])}"
+                          + (f" ({st['p100'] / st['p50']:.2f}x p50)" if st["p50"] else "") + f" · {len(doc['steps'])} steps"),
+            ("goodput", f"{s['goodput_bps'] / 1e6:.1f} Mbit/s, {s['goodput_fraction'] * 100:.0f}% of ideal"),
+            ("messages", f"{m['sent']} sent · [{'red' if m['failed'] else 'green'}]{m['failed']} failed[/] · "
+                         f"{format_bytes(b['delivered'])} delivered, {verified}")]
+    rows += [(key, ("not measured" if e[key] is None else format_seconds(e[key]))
+              + f" ({e['action']} {e['target']} @{e['t_s']:.2f} s)")
              for e in doc["events"] for key in ("avoid_s", "revive_s") if key in e]
     fid = doc["fidelity"]
-    rows.append(("fidelity", ("[green]ok[/] " if fid["ok"] else "[red bold]NOT OK[/] ") + "; ".join(fid["notes"])))
+    drops = {k.removesuffix("_drops"): n for k, n in s.get("link_drops", {}).items() if n}
+    rows += [("fidelity", "[green]ok[/]" if fid["ok"] else "[red bold]NOT OK[/] (see the notes)"),
+             ("packets", f"data {p['data_sent']} · retx {p['retransmitted']} · trimmed {p['trimmed']} · "
+                         f"timeouts {p['timeouts']}"),
+             ("link drops", " · ".join(f"{k} {n}" for k, n in drops.items()) or "none"),
+             ("RTT", rtt_text(s)),
+             ("flow-mods", f"{doc['controller']['flow_mods_after_boot']} after boot")]
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
     for name, value in rows:
         table.add_row(name, value)
     out.print(table)
-    checks = Table(title="expectations")
-    for column in ("check", "expected", "actual", ""):
-        checks.add_column(column)
-    for c in doc["expectations"]:
-        checks.add_row(c["name"], str(c["expected"]), actual_text(c), "[green]ok[/]" if c["ok"] else "[red]FAILED[/]")
     if doc["expectations"]:
+        checks = Table(box=None, show_header=False, pad_edge=False, title="expectations", title_justify="left")
+        for _ in range(3):
+            checks.add_column(overflow="fold")
+        colours = {True: "green", False: "red bold"}
+        for c in doc["expectations"]:
+            checks.add_row(f"[{colours.get(c['ok'], 'dim')}]{escape(verdict_text(c))}[/]", c["name"],
+                           f"{actual_text(c)} (expected {expectations.bound_text(c)})")
         out.print(checks)
-    out.print(f"results in {target}/")
+    if fid["notes"]:
+        out.print("[bold]notes[/]")
+        for note in fid["notes"]:
+            out.print(f"- {escape(note)}")
+    out.print(f"results in {target}/", soft_wrap=True)
 
 
 @cli.command()

@@ -192,8 +192,10 @@ class Execution:
             elif kind == "failed":
                 o.failed[key] = e.get("reason", "failed")
             elif kind == "ev_state":
-                o.ev_changes.append({"t_s": round(e["t"] - o.t0, 6), "host": e["host"], "peer": e.get("peer"),
-                                     "ev": e["ev"], "old": e["old"], "new": e["new"]})
+                plane, spine = self.topo.plan.ev_path(e["ev"])
+                o.ev_changes.append({"t_s": round(e["t"] - o.t0, 6), "host": e["host"],
+                                     "peer": self.topo.host_names[e["peer"]], "ev": e["ev"], "plane": plane,
+                                     "spine": f"p{plane}s{spine}", "old": e["old"], "new": e["new"]})
         p.failed = len(o.failed)
 
     def _fire_due(self) -> None:
@@ -240,16 +242,33 @@ class Execution:
 
 
 def _view(p: Progress, scenario: Scenario):
-    from rich.table import Table
-    table = Table(title=f"mrclab run {scenario.name}  ({scenario.transport}, {scenario.routing})", expand=False)
-    for column in ("step", "this step", "last step", "delivered", "failed", "active faults"):
-        table.add_column(column)
+    """One line of fixed-width fields, so nothing jumps while it refreshes and nothing is left behind."""
+    from rich.text import Text
+    width = len(str(p.steps_total))
     now = time.monotonic()
-    table.add_row(f"{p.step + 1}/{p.steps_total}", f"{(now - p.step_started) * 1000:.0f} ms",
-                  "-" if p.last_step_s is None else f"{p.last_step_s * 1000:.0f} ms",
-                  f"{p.delivered_bytes / 2**20:.1f} MiB", str(p.failed),
-                  ", ".join(f"{a} {t}" for t, a in p.active_faults.items()) or "none")
-    return table
+    last = "-" if p.last_step_s is None else f"{p.last_step_s * 1000:.0f} ms"
+    faults = ", ".join(f"{a} {t}" for t, a in p.active_faults.items()) or "none"
+    return Text(f"step {p.step + 1:>{width}}/{p.steps_total}  this {(now - p.step_started) * 1000:>6.0f} ms  "
+                f"last {last:>7}  delivered {p.delivered_bytes / 2**20:>7.1f} MiB  failed {p.failed:>3}  "
+                f"faults: {faults}", overflow="ellipsis", no_wrap=True)
+
+
+class _Building:
+    """The spinner from the start of the run until the agents answer, then the teardown's."""
+
+    def __init__(self, console):
+        self.console, self.status = console, None
+
+    def show(self, text: str) -> None:
+        self.hide()
+        if self.console is not None:
+            self.status = self.console.status(text)
+            self.status.start()
+
+    def hide(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
 
 
 def _logger(path: Path) -> logging.Handler:
@@ -266,8 +285,11 @@ def _logger(path: Path) -> logging.Handler:
     return handler
 
 
-def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
-    """Run it, write DIR, return the results document. `console` (stderr) gets the live view."""
+def run_scenario(scenario: Scenario, out_dir: Path, console=None, overrides: dict | None = None) -> dict:
+    """Run it, write DIR, return the results document. `console` (stderr) gets the live view.
+
+    A run that fails or is interrupted still leaves a results.json saying so (`status`, `error`),
+    and runner.log records why."""
     from rich.live import Live
 
     from .fabric.net import Fabric
@@ -279,7 +301,9 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     state = RunState.create(f"run {scenario.name}")
     agents = Agents()
-    log.info("run %s: scenario %s, out %s", state.run_id, scenario.source, out_dir)
+    building = _Building(console)
+    log.info("run %s: scenario %s, out %s, overrides %s", state.run_id, scenario.source, out_dir, overrides or {})
+    building.show(f"building {scenario.topology.name} and starting the agents")
     try:
         with terminate_as_exception(), Fabric(scenario.topology, state, out_dir, routing=scenario.routing,
                                               convergence_delay=scenario.convergence_delay_s) as fabric:
@@ -290,6 +314,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
                 execution = Execution(scenario, fabric, agents)
                 sampler = CpuSampler({**agents.pids(), **fabric.packet_pids()})
                 sampler.start()
+                building.hide()
                 if console is not None:
                     with Live(console=console, refresh_per_second=4, transient=True,
                               get_renderable=lambda: _view(execution.progress, scenario)):
@@ -308,10 +333,24 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
                                                               summary["base_rtt_s"], *fabric.queue_waits()))
                 doc = _document(scenario, state.run_id, started_at, outcome, summary, agents.samples,
                                 links, fabric.controller_stats(), fidelity)
+                doc["overrides"] = dict(overrides or {})
             finally:
+                building.show("stopping the agents and tearing the fabric down")
                 agents.stop()
+    except BaseException as exc:
+        status = "failed" if isinstance(exc, Exception) else "interrupted"
+        log.error("run %s %s: %s", status, type(exc).__name__, exc, exc_info=isinstance(exc, Exception))
+        results.write_unfinished(out_dir, status=status, error=f"{type(exc).__name__}: {exc}" if str(exc)
+                                 else type(exc).__name__, run_id=state.run_id, started_at=started_at,
+                                 scenario=scenario, overrides=overrides or {})
+        raise
     finally:
         state.teardown()
+        building.hide()
+        for stderr in out_dir.glob("agent-*.stderr"):  # an agent that said nothing leaves no empty file
+            if stderr.stat().st_size == 0:
+                stderr.unlink()
+        log.info("run %s: torn down", state.run_id)
         logging.getLogger("mrclab").removeHandler(handler)
         handler.close()
     results.write(out_dir, doc)
@@ -345,6 +384,7 @@ def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome
                      "hosts": topo.hosts},
         "transport": scenario.transport, "routing": scenario.routing, "seed": scenario.seed,
         "transport_options": effective_options(scenario),
+        "status": "duration_limit" if outcome.aborted else "completed",
         "started_at": started_at, "duration_s": round(outcome.t_end - outcome.t0, 6),
         "steps": outcome.steps,
         "summary": summary,
@@ -359,6 +399,6 @@ def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome
     checks = expectations.evaluate(scenario.expect, doc)
     if outcome.aborted:
         checks.insert(0, {"name": "duration_limit", "expected": scenario.duration_limit_s,
-                          "actual": outcome.aborted, "ok": False})
+                          "actual": outcome.aborted, "unit": "s", "ok": False})
     doc["expectations"] = checks
     return doc

@@ -58,6 +58,8 @@ def revive_seconds(topo: Topology, target: str, repaired_t_s: float, ev_changes:
         if change["t_s"] < repaired_t_s or change["old"] != "ASSUMED_BAD" or change["new"] != "GOOD":
             continue
         plane, spine = topo.plan.ev_path(change["ev"])
-        if path_hits(topo, target, topo.host_index(change["host"]), change["peer"], plane, spine):
+        peer = change["peer"]  # a host name (an index in older results)
+        if path_hits(topo, target, topo.host_index(change["host"]),
+                     topo.host_index(peer) if isinstance(peer, str) else peer, plane, spine):
             return change["t_s"] - repaired_t_s
     return None

@@ -106,3 +106,17 @@ def write_messages(out_dir: Path, rows: list[list]) -> None:
         writer = csv.writer(f)
         writer.writerow(["step", "src", "dst", "bytes", "posted_s", "delivered_s", "status"])
         writer.writerows(rows)
+
+
+def write_unfinished(out_dir: Path, *, status: str, error: str, run_id: str, started_at: str, scenario,
+                     overrides: dict) -> None:
+    """results.json of a run that failed or was interrupted before it had results: what ran, and why it
+    stopped, so `mrclab report` can say so."""
+    topo = scenario.topology
+    doc = {"schema": SCHEMA, "run_id": run_id, "status": status, "error": error,
+           "scenario": {"name": scenario.name, "file": scenario.source},
+           "topology": {"name": topo.name, "planes": topo.planes, "leaves": topo.leaves, "spines": topo.spines,
+                        "hosts": topo.hosts},
+           "transport": scenario.transport, "routing": scenario.routing, "seed": scenario.seed,
+           "started_at": started_at, "overrides": overrides}
+    (out_dir / "results.json").write_text(json.dumps(doc, indent=2) + "\n")

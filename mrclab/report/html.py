@@ -10,6 +10,7 @@ import base64
 from dataclasses import dataclass
 from html import escape
 
+from ..metrics import expectations
 from . import summary
 from .plots import event_text, rate_text
 from .run import Run
@@ -23,7 +24,7 @@ h1 { margin-bottom: 0.2em; } .sub { color: #555; margin-top: 0; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.92em; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.7em; text-align: left; vertical-align: top; }
 th { background: #f2f2f2; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.ok { color: #1e7e1e; font-weight: 600; } .failed { color: #c00; font-weight: 700; }
+.ok { color: #1e7e1e; font-weight: 600; } .failed { color: #c00; font-weight: 700; } .na { color: #777; }
 figure { margin: 1em 0 2em; } figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { color: #555; font-size: 0.9em; } .missing { color: #777; font-style: italic; }
 """
@@ -47,8 +48,10 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _verdict(ok: bool) -> str:
-    return '<span class="ok">ok</span>' if ok else '<span class="failed">FAILED</span>'
+def _verdict(check: dict) -> str:
+    word = escape(summary.verdict_text(check))
+    return {True: f'<span class="ok">{word}</span>', False: f'<span class="failed">{word}</span>'}.get(
+        check["ok"], f'<span class="na">{word}</span>')
 
 
 def _banners(run: Run) -> str:
@@ -61,7 +64,7 @@ def _banners(run: Run) -> str:
     else:
         out = f'<div class="banner bad">Fidelity NOT OK: the host machine, not the emulated network, limited ' \
               f'this result; do not read it as the transport\'s behaviour.<ul>{notes}</ul></div>'
-    failed = [c for c in r["expectations"] if not c["ok"]]
+    failed = expectations.failed(r["expectations"])
     if failed:
         names = ", ".join(escape(c["name"]) for c in failed)
         out += f'<div class="banner warn">{len(failed)} of {len(r["expectations"])} expectations FAILED: ' \
@@ -88,7 +91,7 @@ def _expectations_table(run: Run) -> str:
     if not checks:
         return '<p class="missing">The scenario sets no expectations.</p>'
     return _table(["check", "expected", "actual", "verdict"],
-                  [[escape(c["name"]), escape(str(c["expected"])), escape(summary.actual_text(c)), _verdict(c["ok"])]
+                  [[escape(c["name"]), escape(expectations.bound_text(c)), escape(summary.actual_text(c)), _verdict(c)]
                    for c in checks])
 
 

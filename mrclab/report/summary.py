@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..metrics import expectations
 from .run import Run
 
 
@@ -39,7 +40,7 @@ def headline(run: Run) -> dict:
         "worst_disruption": worst_disruption(run),
         "flow_mods_after_boot": r["controller"]["flow_mods_after_boot"],
         "fidelity_ok": r["fidelity"]["ok"],
-        "expectations_ok": all(c["ok"] for c in r["expectations"]),
+        "expectations_ok": not expectations.failed(r["expectations"]),
     }
 
 
@@ -63,8 +64,13 @@ def rtt_text(summary: dict) -> str:
 
 
 def actual_text(check: dict) -> str:
-    """An expectation's measured figure as shown, or why there is none."""
-    return "not measured" if check["actual"] is None else str(check["actual"])
+    """An expectation's measured figure in its unit, or why there is none."""
+    return expectations.value_text(check["name"], check["actual"])
+
+
+def verdict_text(check: dict) -> str:
+    """ok, FAILED, or why the check does not apply to this run."""
+    return {True: "ok", False: "FAILED"}.get(check["ok"], check.get("note", "n/a"))
 
 
 def _disruption(h: dict) -> str:

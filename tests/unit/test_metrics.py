@@ -69,8 +69,35 @@ def test_expectations_pass_and_fail_with_bounds():
     ecmp = results()
     del ecmp["events"][0]["avoid_s"]
     assert expectations.evaluate({"max_avoid_s": 0.05}, ecmp) == [
-        {"name": "max_avoid_s", "expected": 0.05, "actual": None, "ok": False}]
+        {"name": "max_avoid_s", "expected": 0.05, "actual": None, "unit": "s", "ok": False}]
     assert avoid.measurable("static-srv6") and not avoid.measurable("ecmp-reconverge")
+
+
+def test_a_check_that_measured_nothing_fails():
+    """No fault at all, or faults that touched no path in use (avoid_s null): max_avoid_s is not measured."""
+    for events in ([], [{"action": "link_down", "avoid_s": None}]):
+        [check] = expectations.evaluate({"max_avoid_s": 0.05}, {**results(), "events": events})
+        assert check["actual"] is None and check["ok"] is False
+        assert expectations.value_text("max_avoid_s", check["actual"]) == "not measured"
+
+
+def test_mrc_claims_do_not_apply_to_a_baseline_routing():
+    expect = {"max_avoid_s": 0.05, "flow_mods_after_boot": 0, "failed_messages": 0}
+    checks = expectations.evaluate(expect, {**results(mods=48), "routing": "ecmp-reconverge"})
+    assert [(c["name"], c["ok"], c.get("note")) for c in checks] == [
+        ("max_avoid_s", None, "n/a for routing ecmp-reconverge"),
+        ("flow_mods_after_boot", None, "n/a for routing ecmp-reconverge"), ("failed_messages", True, None)]
+    assert expectations.failed(checks) == []
+    assert [c["ok"] for c in expectations.evaluate(expect, {**results(mods=48), "routing": "static-srv6"})] == [
+        True, False, True]
+
+
+def test_expected_values_carry_their_units():
+    checks = expectations.evaluate({"max_avoid_s": 0.05, "min_goodput_fraction": 0.5, "max_step_time_ratio": 2.0,
+                                    "fidelity_ok": True}, results())
+    assert [expectations.bound_text(c) for c in checks] == ["≤ 50 ms", "≥ 50% of ideal", "≤ 2x", "= true"]
+    assert [c["unit"] for c in checks] == ["s", "of ideal", "x", ""]
+    assert expectations.value_text("max_avoid_s", 0.002) == "2 ms"
 
 
 def test_fidelity_verdict():

@@ -5,10 +5,12 @@ import json
 import re
 import subprocess
 import sys
+from html import escape
 
 import pytest
 from PIL import Image
 
+from mrclab.metrics import expectations
 from mrclab.report import PLOTS, plots, write_report
 from mrclab.report.run import load
 from tests.conftest import REPO
@@ -59,7 +61,9 @@ def test_report_html_names_the_run_its_events_and_expectations(mrc_dir):
     assert f"{AVOID_S * 1e3:.1f} ms" in page
     for check in doc["expectations"]:
         verdict = '<span class="ok">ok</span>' if check["ok"] else '<span class="failed">FAILED</span>'
-        assert f"<td>{check['name']}</td><td>{check['expected']}</td><td>{check['actual']}</td><td>{verdict}" in page
+        assert f"<td>{check['name']}</td><td>{escape(expectations.bound_text(check))}</td>" \
+               f"<td>{escape(expectations.value_text(check['name'], check['actual']))}</td><td>{verdict}" in page
+    assert "<td>min_goodput_fraction</td><td>≥ 50% of ideal</td>" in page
     assert "<td>topology.links.fabric_rate</td><td>100Mbit</td>" in page
     assert "Fidelity ok" in page and "banner bad" not in page
 
