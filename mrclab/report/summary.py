@@ -64,13 +64,14 @@ def rtt_text(summary: dict) -> str:
 
 
 def actual_text(check: dict) -> str:
-    """An expectation's measured figure in its unit, or why there is none."""
-    return expectations.value_text(check["name"], check["actual"])
+    """An expectation's measured figure in its unit, or why there is none; why it does not apply, if not."""
+    text = expectations.value_text(check["name"], check["actual"])
+    return f"{text} ({check['note']})" if check.get("note") else text
 
 
 def verdict_text(check: dict) -> str:
-    """ok, FAILED, or why the check does not apply to this run."""
-    return {True: "ok", False: "FAILED"}.get(check["ok"], check.get("note", "n/a"))
+    """ok, FAILED, or n/a (the check does not apply to this run)."""
+    return {True: "ok", False: "FAILED"}.get(check["ok"], "n/a")
 
 
 def _disruption(h: dict) -> str:

@@ -199,3 +199,24 @@ def test_loaded_rtt_percentiles_come_from_every_agents_samples():
     s = results_mod.summary(o, agents)
     assert s["rtt_p50_s"] == pytest.approx(0.002, rel=0.022) and s["rtt_p99_s"] == pytest.approx(0.040, rel=0.022)
     assert results_mod.summary(o, {})["rtt_p50_s"] is None  # no MRC samples (TCP agents): not known
+
+
+def test_fidelity_names_busy_processes_outside_the_lab():
+    """Advice names what else ran, instead of asking for fewer hosts; an ok verdict does not contradict itself."""
+    outside = [{"pid": 4242, "name": "make", "cpu_pct": 80.0}]
+    busy = fidelity.verdict(97.0, "agent h0/1", 50.0, goodput_fraction=0.3, outside=outside)
+    assert not busy["ok"] and "stop what else runs on this machine (make (pid 4242) 80%)" in busy["notes"][0]
+    assert "fewer hosts" not in busy["notes"][0] and busy["outside_processes"] == outside
+    ok = fidelity.verdict(40.0, "ovs-vswitchd/12", 50.0, goodput_fraction=0.28)
+    assert ok["ok"] and "no sign that the CPU limited this run" in ok["notes"][0]
+    assert "not the CPU, set the pace" not in " ".join(ok["notes"])
+
+
+def test_outside_processes_leave_out_the_lab_and_its_children():
+    me = os.getpid()
+    before = {100: (0, "ovs-vswitchd", 1), 200: (0, "stress", 1), 300: (0, "bash", me), 301: (0, "agent", 300)}
+    ticks = fidelity.TICKS  # one second of a core
+    after = {pid: (ticks, name, parent) for pid, (_, name, parent) in before.items()}
+    after[me] = (ticks, "python", 1)
+    found = fidelity.outside_processes(before, after, lab={100}, elapsed_s=1.0)
+    assert found == [{"pid": 200, "name": "stress", "cpu_pct": 100.0}]
