@@ -332,7 +332,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None, overrides: dic
                                         latency=latency_split(rtt_mean(results.rtt_histogram(stats)),
                                                               summary["base_rtt_s"], *fabric.queue_waits()))
                 doc = _document(scenario, state.run_id, started_at, outcome, summary, agents.samples,
-                                links, fabric.controller_stats(), fidelity)
+                                links, fabric.controller_stats(), fidelity, agents.marks)
                 doc["overrides"] = dict(overrides or {})
             finally:
                 building.show("stopping the agents and tearing the fabric down")
@@ -369,7 +369,7 @@ def _message_rows(o: Outcome) -> list[list]:
 
 
 def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome, summary: dict,
-              agents_samples: dict, links: list[dict], controller: dict, fidelity: dict) -> dict:
+              agents_samples: dict, links: list[dict], controller: dict, fidelity: dict, marks: dict) -> dict:
     topo = scenario.topology
     events = [{k: v for k, v in record.items() if not k.startswith("_")} for record in outcome.fired]
     for event in events:
@@ -392,6 +392,7 @@ def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome
         "unfired_events": outcome.unfired,
         "ev_changes": outcome.ev_changes,
         "series": results.series(outcome.sample_times, agents_samples),
+        "recovery": results.recovery(marks, outcome.t0),
         "links": links,
         "controller": controller,
         "fidelity": fidelity,

@@ -5,6 +5,7 @@ import csv
 import json
 from pathlib import Path
 
+from ..agent.mrc import MARK_BIN_S
 from ..transport.cc import rtt_quantile
 
 SCHEMA = "mrclab.results/v1"
@@ -85,6 +86,13 @@ def series(sample_times: dict[int, float], samples: dict[int, dict[str, dict]]) 
         row["ev_states"] = states
         rows.append(row)
     return rows
+
+
+def recovery(marks: dict[str, dict[int, int]], t0: float, slot_s: float = MARK_BIN_S) -> dict:
+    """{counter: [[t_s, count], ...]}: when trims, retransmissions and timeouts happened, to the agents'
+    millisecond (the start of each slot, in seconds since the workload started)."""
+    return {key: [[round(slot * slot_s - t0, 6), n] for slot, n in sorted(bins.items())]
+            for key, bins in marks.items()}
 
 
 def write(out_dir: Path, doc: dict) -> None:

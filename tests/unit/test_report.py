@@ -14,7 +14,7 @@ from mrclab.metrics import expectations
 from mrclab.report import PLOTS, plots, write_report
 from mrclab.report.run import load
 from tests.conftest import REPO
-from tests.unit.test_report_fixture import AVOID_S, FAILED_LINK, make_run
+from tests.unit.test_report_fixture import AVOID_S, CLEAR_AT, FAILED_LINK, FAULT_AT, RECOVERY, make_run
 
 
 def mrclab(*args):
@@ -134,7 +134,32 @@ def test_completion_cdf_and_recovery_rates(mrc_dir):
     assert rate[0] == pytest.approx((series[1]["trimmed"] - series[0]["trimmed"]) / 0.25)
     ax = plots.recovery_counters(run).axes[0]
     assert [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")] == [
-        f"{k} ({series[-1][k]} total)" for k in ("trimmed", "retransmitted", "timeouts")]
+        f"{k} ({sum(n for _, n in RECOVERY[k])} total)" for k in ("trimmed", "retransmitted", "timeouts")]
+
+
+def _at(line, t: float) -> float:
+    """The value a steps-post line shows at time t."""
+    xs, ys = list(line.get_xdata()), list(line.get_ydata())
+    return ys[max(i for i, x in enumerate(xs) if x <= t)]
+
+
+def test_time_plots_follow_the_exact_event_times(mrc_dir):
+    """Known transitions (fixture): EVs retired 1-3 ms after the fault at 3 s and revived 100-120 ms after the
+    repair at 6 s; retransmissions only from 2 ms after the fault. The 0.25 s samples say otherwise (the
+    series drops to 0 bad EVs at 6 s): the plots must follow the events, not the samples."""
+    run = load(mrc_dir)
+    low = plots.ev_states(run).axes[1]
+    bad = next(line for line in low.get_lines() if line.get_label() == "ASSUMED_BAD")
+    assert _at(bad, FAULT_AT) == 0 and _at(bad, FAULT_AT + 0.0015) == 2 and _at(bad, FAULT_AT + 0.004) == 6
+    assert _at(bad, CLEAR_AT + 0.05) == 6 and _at(bad, CLEAR_AT + 0.105) == 4 and _at(bad, CLEAR_AT + 0.2) == 0
+    top = plots.ev_states(run).axes[0]
+    assert top.get_xlim()[0] == 0  # GOOD from the first transitions, never UNKNOWN for a whole sample
+    ax = plots.recovery_counters(run).axes[0]
+    retx = next(line for line in ax.get_lines() if line.get_label().startswith("retransmitted"))
+    width = plots.recovery_bin_s(run)
+    assert width <= run.results["summary"]["step_time_s"]["p50"] / 4
+    assert max(y for x, y in zip(retx.get_xdata(), retx.get_ydata()) if x + width <= FAULT_AT) == 0
+    assert _at(retx, FAULT_AT + 0.002) == pytest.approx(12 / width)
 
 
 def test_aborted_run_reports_what_it_has_and_flags_fidelity(tmp_path):
