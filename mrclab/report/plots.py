@@ -445,6 +445,8 @@ def recovery_counters(run: Run) -> Figure:
     ax = fig.add_subplot()
     top = 0.0
     if "recovery" in r and r["transport"] != "tcp":
+        if not any(r["recovery"].values()):
+            raise NoData("no sender trimmed, retransmitted or timed out a packet")
         how = f"{recovery_bin_s(run) * 1e3:.3g} ms bins"
         for key, colour in COUNTER_COLOURS.items():
             t, rate, total = recovery_rates(run, key)
