@@ -180,7 +180,8 @@ def step_time(run: Run) -> Figure:
         ax.axhline(ideal / len(steps) * 1e3, color=IDEAL_COLOUR, ls="--", lw=1,
                    label=f"ideal (line rate) {ideal / len(steps) * 1e3:.1f} ms")
     finish_timeline(ax, run, max(y + [st["p100"] * 1e3]), "step start (s since workload start)",
-                    "step duration (ms)", f"Step time: {run.label}  ({len(steps)} steps)")
+                    "step duration (ms)", f"Step time ({len(steps)} steps):\n{run.label}")
+    ax.title.set_fontsize(10)
     return fig
 
 
@@ -268,8 +269,8 @@ def link_utilisation(run: Run) -> Figure:
             ax.set_xlabel("spine", fontsize=8)
     rate = format_rate(run.link_rate_bps("fabric_rate"))
     fig.colorbar(image, ax=axes, shrink=0.8, label=f"utilisation (% of {rate} over the workload)")
-    fig.suptitle(f"Leaf-spine link utilisation: {run.label}\n(packets T trimmed, D dropped by a full queue or "
-                 f"a downed cable, L lost to a loss fault, B blackholed)", fontsize=10)
+    fig.suptitle(f"Leaf-spine link utilisation: {run.label}\npackets: T trimmed · D dropped (full queue, link down) · "
+                 f"L loss fault · B blackhole", fontsize=10)
     return fig
 
 
@@ -350,7 +351,8 @@ def ev_states(run: Run) -> Figure:
                  step="post")
     headroom(ax, max(sum(column) for column in zip(*stacked)), mark_events(ax, r["events"], span))
     ax.set_ylabel("EVs in each state\n(stacked)")
-    single = " (single-path: one EV per connection)" if r["transport"] == "single-path" else ""
+    single = (" (single-path: one EV per connection,\nwith no other path to move to)"
+              if r["transport"] == "single-path" else "")
     ax.set_title(f"EV states over time, summed over connections{single}:\n{run.label}", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     worst = 0
