@@ -198,8 +198,8 @@ def report(run_dir: str) -> None:
 
 @cli.command()
 @click.argument("run_dirs", metavar="DIR...", nargs=-1, required=True)
-@click.option("--out", "plot_file", default="compare.png", show_default=True, type=click.Path(dir_okay=False),
-              help="Where to write the comparison plot (PNG).")
+@click.option("--out", "plot_file", type=click.Path(dir_okay=False),
+              help="Where to write the comparison plot (PNG; default compare.png in the folder holding the runs).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def compare(run_dirs: tuple[str, ...], plot_file: str, as_json: bool) -> None:
     """Side-by-side table of runs (worst of each row in red), and a comparison plot."""
@@ -207,13 +207,15 @@ def compare(run_dirs: tuple[str, ...], plot_file: str, as_json: bool) -> None:
     from .report.plots import save
 
     runs = compare_mod.load_all(list(run_dirs))
-    target = Path(plot_file)
+    target = Path(plot_file) if plot_file else compare_mod.default_plot_path(runs)
     if not target.parent.is_dir():
         raise UsageError(f"--out {target}: directory {target.parent} does not exist")
     save(compare_mod.figure(runs), target)
     if as_json:
         emit_json(compare_mod.document(runs, target))
     else:
+        for warning in compare_mod.warnings(runs):
+            err.print(f"[yellow]warning: {escape(warning)}[/]", soft_wrap=True)
         out.print(compare_mod.table(runs))
         out.print(f"plot: {target}", soft_wrap=True)
 
