@@ -56,6 +56,16 @@ def _verdict(check: dict) -> str:
 
 def _banners(run: Run) -> str:
     r = run.results
+    status = r.get("status", "completed")
+    if status != "completed":
+        why = f": {r['error']}" if r.get("error") else ""
+        return f'<div class="banner bad">This run did not complete ({escape(status)}{escape(why)}); what it ' \
+               f'recorded before it stopped is below.</div>' + _verdicts(run)
+    return _verdicts(run)
+
+
+def _verdicts(run: Run) -> str:
+    r = run.results
     fid = r["fidelity"]
     notes = "".join(f"<li>{escape(n)}</li>" for n in fid.get("notes", []))
     if fid.get("ok", True):
@@ -143,7 +153,16 @@ def _figure(p: Picture) -> str:
 def render(run: Run, pictures: list[Picture]) -> str:
     r = run.results
     t = r["topology"]
-    description = run.scenario.get("description") or ""
+    overrides = summary.overrides_text(run)
+    prose = run.scenario.get("description") or ""
+    description = f"<p><b>What ran:</b> {escape(summary.what_ran(run))}"
+    if overrides:
+        description += f" Changed from the scenario file with <code>--set {escape(overrides)}</code>, so its " \
+                       f"description does not apply as written.</p>"
+    elif prose:
+        description += f"</p><p><b>The scenario:</b> {escape(prose)}</p>"
+    else:
+        description += "</p>"
     seed = "-" if r["seed"] is None else r["seed"]
     sub = (f"{escape(r['transport'])} over {escape(r['routing'])} on {escape(t['name'])} "
            f"({t['planes']} planes × {t['leaves']} leaves × {t['spines']} spines, {t['hosts']} hosts) · "
@@ -153,7 +172,7 @@ def render(run: Run, pictures: list[Picture]) -> str:
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>mrclab report: {escape(run.name)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{escape(run.name)}</h1>", f'<p class="sub">{sub}</p>',
-        f"<p>{escape(description)}</p>" if description else "",
+        description,
         _banners(run),
         "<h2>Summary</h2>", _summary_table(run),
         "<h2>Expectations</h2>", _expectations_table(run),

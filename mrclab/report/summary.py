@@ -104,3 +104,18 @@ def worst_index(row: Row, headlines: list[dict]) -> int | None:
         return None
     pick = max if row.worse == "high" else min
     return pick(known, key=lambda vi: vi[0])[1]
+
+
+def what_ran(run: Run) -> str:
+    """One sentence from the resolved scenario and results: the workload, the transport and routing, the faults."""
+    r, w = run.results, run.scenario.get("workload", {})
+    hosts = w.get("hosts")
+    count = len(hosts) if isinstance(hosts, list) else r["topology"]["hosts"]
+    events = r["events"] or run.scenario.get("events") or []
+    faults = f"{len(events)} fault events" if events else "no fault"
+    return (f"{w.get('pattern', 'a workload')} on {count} hosts, {w.get('steps', len(r['steps']))} steps of "
+            f"{w.get('message', '?')} each, {r['transport']} over {r['routing']} on {r['topology']['name']}; {faults}.")
+
+
+def overrides_text(run: Run) -> str:
+    return " ".join(f"{k}={v}" for k, v in run.results.get("overrides", {}).items())

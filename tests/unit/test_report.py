@@ -230,3 +230,24 @@ def test_cli_report_bad_input_exits_2(tmp_path, setup, fragment):
     assert result.returncode == 2, result
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and str(target) in lines[0] and fragment in lines[0], result.stderr
+
+
+def test_report_says_what_ran_and_how_it_ended(tmp_path):
+    """Overrides change what ran, so the scenario's prose is not shown as its description; a failed run and a
+    killed one say so instead of looking like a normal run (or not a run at all)."""
+    doc = make_run(tmp_path / "over", kind="ecmp")
+    doc["overrides"] = {"routing": "ecmp-reconverge", "transport": "tcp"}
+    (tmp_path / "over" / "results.json").write_text(json.dumps(doc))
+    page = write_report(tmp_path / "over").html.read_text()
+    assert "tcp over ecmp-reconverge on clos-4p-4l-4s; 2 fault events." in page
+    assert "--set routing=ecmp-reconverge transport=tcp" in page and "<b>The scenario:</b>" not in page
+    page = write_report(tmp_path / "over").html.read_text()
+    doc.update(status="failed", error="AgentError: agent h3 exited (code 1); see its log")
+    (tmp_path / "over" / "results.json").write_text(json.dumps(doc))
+    page = write_report(tmp_path / "over").html.read_text()
+    assert "This run did not complete (failed: AgentError: agent h3 exited (code 1); see its log)" in page
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    (killed / "runner.log").write_text("... mrclab.runner INFO run abc: scenario x\n")
+    result = subprocess.run([sys.executable, "-m", "mrclab", "report", str(killed)], capture_output=True, text=True)
+    assert result.returncode == 2 and "the run stopped before it wrote results.json" in result.stderr
