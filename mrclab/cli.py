@@ -13,6 +13,7 @@ import traceback
 from pathlib import Path
 
 import click
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -54,9 +55,11 @@ def check(as_json: bool) -> None:
     if as_json:
         emit_json({"ok": failed is None, "rows": [r.to_dict() for r in rows]})
     else:
-        table = Table(title="mrclab check")
-        for column in ("requirement", "status", "detail", "fix"):
-            table.add_column(column)
+        table = Table(title="mrclab check", box=box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("requirement", no_wrap=True)
+        table.add_column("status", no_wrap=True)
+        table.add_column("detail", overflow="fold", ratio=3)
+        table.add_column("fix", overflow="fold", ratio=2)
         for r in rows:
             status = "[green]ok[/]" if r.ok else ("[red]missing[/]" if r.required else "[yellow]optional[/]")
             table.add_row(r.name, status, r.detail, "" if r.ok else r.fix)
@@ -80,21 +83,30 @@ def topo_show(file: str, as_json: bool) -> None:
                                      "paths_per_host_pair": t.plan.paths_per_pair},
            "hosts": t.host_names, "leaves": t.leaf_names, "spines": t.spine_names,
            "links_list": [link.name for link in t.links],
+           "hosts_per_leaf": {f"l{j}": [f"h{n}" for n in range(j * t.hosts_per_leaf, (j + 1) * t.hosts_per_leaf)]
+                              for j in range(t.leaves)},
            "example_path": {"src": "h0", "dst": t.host_names[-1], "plane": 0, "spine": 0,
                             "address": str(t.plan.path_address(0, t.hosts - 1, 0, 0))}}
     if as_json:
         emit_json(doc)
         return
-    table = Table(title=f"{t.name}  ({t.source})")
-    table.add_column("what")
-    table.add_column("value")
+    table = Table(title=f"{t.name}  ({t.source})", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("what", no_wrap=True)
+    table.add_column("value", overflow="fold")
     for key, value in (("planes", t.planes), ("leaves per plane", t.leaves), ("spines per plane", t.spines),
                        ("hosts", f"{t.hosts}  ({t.hosts_per_leaf} per leaf, one NIC per plane)"),
                        ("switches", len(t.switch_names)), ("links", len(t.links)),
                        ("paths per host pair", f"{t.plan.paths_per_pair}  (planes x spines)"),
                        ("host / fabric rate", f"{doc['links']['host_rate']} / {doc['links']['fabric_rate']}"),
                        ("queue, mtu, trim", f"{doc['links']['queue']}, {t.mtu}, {'on' if t.trim else 'off'}"),
+                       ("hosts per leaf", " · ".join(f"{leaf}: {' '.join(hosts)}"
+                                                     for leaf, hosts in doc["hosts_per_leaf"].items())
+                        + "  (leaf l<j> of every plane, p<k>l<j>)"),
                        ("leaves", " ".join(t.leaf_names)), ("spines", " ".join(t.spine_names)),
+                       *((f"{kind} links", " ".join(link.name for link in t.links if link.plane == 0 and
+                                                     link.kind == key) + (f"  (and the same on p1..p{t.planes - 1})"
+                                                                          if t.planes > 1 else ""))
+                         for kind, key in (("host", "host"), ("leaf-spine", "fabric"))),
                        ("example path", f"h0 -> {t.host_names[-1]} via p0s0: {doc['example_path']['address']}")):
         table.add_row(key, str(value))
     out.print(table)
