@@ -273,15 +273,19 @@ class _Building:
 
 def _logger(path: Path) -> logging.Handler:
     """runner.log. Importing Mininet installs its logger class, which gives every logger created
-    afterwards a level of its own (above INFO): mrclab's loggers are set back to inherit this one."""
+    afterwards a level of its own (above INFO) and a console handler: mrclab's loggers are set back
+    to inherit this one's level, and write to the file only."""
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     top = logging.getLogger("mrclab")
     top.addHandler(handler)
     top.setLevel(logging.INFO)
     for name, logger in list(logging.root.manager.loggerDict.items()):
-        if name.startswith("mrclab.") and isinstance(logger, logging.Logger):
-            logger.setLevel(logging.NOTSET)
+        if name.split(".")[0] == "mrclab" and isinstance(logger, logging.Logger):
+            for other in [h for h in logger.handlers if type(h) is not logging.FileHandler]:
+                logger.removeHandler(other)  # Mininet's console handler: the CLI prints what users need, once
+            if logger is not top:
+                logger.setLevel(logging.NOTSET)
     return handler
 
 
