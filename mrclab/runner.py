@@ -343,9 +343,9 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None, overrides: dic
                 agents.stop()
     except BaseException as exc:
         status = "failed" if isinstance(exc, Exception) else "interrupted"
-        log.error("run %s %s: %s", status, type(exc).__name__, exc, exc_info=isinstance(exc, Exception))
-        results.write_unfinished(out_dir, status=status, error=f"{type(exc).__name__}: {exc}" if str(exc)
-                                 else type(exc).__name__, run_id=state.run_id, started_at=started_at,
+        error = _stop_reason(exc)
+        log.error("run %s: %s", status, error, exc_info=isinstance(exc, Exception))
+        results.write_unfinished(out_dir, status=status, error=error, run_id=state.run_id, started_at=started_at,
                                  scenario=scenario, overrides=overrides or {})
         raise
     finally:
@@ -360,6 +360,20 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None, overrides: dic
     results.write(out_dir, doc)
     results.write_messages(out_dir, _message_rows(outcome))
     return doc
+
+
+def _stop_reason(exc: BaseException) -> str:
+    """Why a run stopped early, in words: a signal by name (the fabric turns one into SystemExit(128 + N))."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted (Ctrl-C)"
+    if isinstance(exc, Terminated):
+        return f"stopped by {exc}"
+    if isinstance(exc, SystemExit) and isinstance(exc.code, int) and exc.code > 128:
+        try:
+            return f"stopped by {signal.Signals(exc.code - 128).name}"
+        except ValueError:
+            pass
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _message_rows(o: Outcome) -> list[list]:

@@ -57,7 +57,7 @@ def test_smoke_runs_end_to_end(tmp_path, leftovers):
     out = tmp_path / "smoke"  # given relative to a folder that is not the checkout: agents must find it
     proc = subprocess.Popen([sys.executable, "-m", "mrclab", "run", str(REPO / "scenarios/smoke.yaml"), "--out", "smoke",
                              "--json", "--set", "expect.fidelity_ok=false",
-                             "--set", "expect.max_avoid_s=10s", "--set", "expect.max_step_time_ratio=100",
+                             "--set", "expect.max_avoid_s=10s", "--set", "expect.max_step_time_ratio=100"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stdout, stderr = proc.communicate(timeout=120)
     assert stdout, stderr
@@ -86,6 +86,18 @@ def test_smoke_runs_end_to_end(tmp_path, leftovers):
     for name in ("scenario.yaml", "steps.csv", "events.csv", "messages.csv", "runner.log", "controller.log",
                  "agent-h0.jsonl"):
         assert (out / name).exists(), name
+    # the folder explains itself: no empty files, hosts and spines by name, units, what was overridden
+    assert not [f.name for f in out.iterdir() if f.stat().st_size == 0]
+    assert doc["status"] == "completed" and doc["overrides"]["expect.max_avoid_s"] == "10s"
+    change = doc["ev_changes"][0]
+    assert change["host"].startswith("h") and change["peer"].startswith("h")
+    assert change["spine"] == f"p{change['plane']}s{(change['ev'] // 2) % 2}"
+    assert {c["name"]: c["unit"] for c in doc["expectations"]}["max_avoid_s"] == "s"
+    assert set(s["link_drops"]) == {"queue_drops", "loss_drops", "blackhole_drops", "down_drops"}
+    # every retransmission has its time, within the workload
+    marks = doc["recovery"].get("retransmitted", [])
+    assert sum(n for _, n in marks) == s["packets"]["retransmitted"]
+    assert all(-1.0 < t <= doc["duration_s"] + 0.5 for t, _ in marks)
     with open(out / "steps.csv") as f:
         assert len(list(csv.DictReader(f))) == 24
     assert leftovers(f"m{doc['run_id']}") == [] and not (STATE_DIR / f"{doc['run_id']}.json").exists()
@@ -106,7 +118,7 @@ def test_impossible_expectation_exits_1(tmp_path):
     assert doc["events"] == []
     [check] = doc["expectations"]
     assert check == {"name": "max_step_time_s", "expected": 1e-6, "actual": doc["summary"]["step_time_s"]["p100"],
-                     "ok": False}
+                     "unit": "s", "ok": False}
 
 
 def _wait_for_agents(proc, timeout=60.0) -> RunState:
@@ -140,6 +152,10 @@ def test_run_stopped_midway_leaves_nothing(tmp_path, leftovers, how):
             assert clean.returncode == 0 and state.run_id in clean.stdout
         else:
             assert proc.returncode != 0 and "Traceback" not in proc.stderr.read()
+            # the interrupted run says so, in results.json (so `mrclab report` can) and in runner.log
+            doc = json.loads((tmp_path / "r" / "results.json").read_text())
+            assert doc["status"] == "interrupted" and doc["error"] == "stopped by SIGTERM"
+            assert "run interrupted" in (tmp_path / "r" / "runner.log").read_text()
         assert leftovers(state.prefix, state.processes) == []
         assert not state.path.exists()
         assert decoy.poll() is None, "an unrelated process named `controller` was killed"
