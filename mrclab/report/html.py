@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from html import escape
 
 from ..metrics import expectations
+from ..metrics.results import DROP_KEYS
+from ..units import format_bytes
 from . import summary
 from .plots import event_text, rate_text
 from .run import Run
@@ -88,11 +90,14 @@ def _summary_table(run: Run) -> str:
     p = s["packets"]
     rows = [[escape(row.label), escape(row.text(h))] for row in summary.ROWS]
     rows += [["messages sent / completed / failed", "{sent} / {completed} / {failed}".format(**s["messages"])],
-             ["bytes sent / delivered / verified", "{sent} / {delivered} / {verified}".format(**s["bytes"])],
+             ["bytes sent / delivered / verified", " / ".join(format_bytes(s["bytes"][k])
+                                                             for k in ("sent", "delivered", "verified"))],
              ["packets data / retx / trimmed / timeouts / nacks / probes",
               " / ".join(str(p.get(k, 0)) for k in ("data_sent", "retransmitted", "trimmed", "timeouts", "nacks",
                                                     "probes"))],
-             ["RTT", escape(summary.rtt_text(s))]]
+             ["RTT", escape(summary.rtt_text(s))],
+             ["link drops: queue / loss / blackhole / link down",
+              " / ".join(str(s.get("link_drops", {}).get(k, 0)) for k in DROP_KEYS)]]
     return _table(["metric", "value"], rows)
 
 
