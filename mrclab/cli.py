@@ -1,6 +1,6 @@
 """The `mrclab` command line; nothing else imports this module.
 
-Every failure becomes one line on stderr and an exit code from SPEC.md (0 ok,
+Every failure becomes one line on stderr and an exit code from docs/spec.md (0 ok,
 1 expectation or verification failed, 2 bad input, 3 environment not ready);
 `--json` prints exactly one JSON document on stdout.
 """
@@ -20,8 +20,8 @@ from rich.table import Table
 
 from . import check as check_mod
 from . import runstate
-from .metrics import expectations
 from .errors import EnvironmentNotReady, ExpectationFailed, MrclabError, UsageError
+from .metrics import expectations
 from .spec import topology as topology_mod
 
 out = Console(highlight=False)
@@ -160,16 +160,16 @@ def print_summary(doc: dict, target: Path) -> None:
     rows = [("step time", f"p50 {format_seconds(st['p50'])} · p100 {format_seconds(st['p100'])}"
                           + (f" ({st['p100'] / st['p50']:.2f}x p50)" if st["p50"] else "") + f" · {len(doc['steps'])} steps"),
             ("goodput", f"{s['goodput_bps'] / 1e6:.1f} Mbit/s, {s['goodput_fraction'] * 100:.0f}% of ideal"),
-            ("messages", f"{m['sent']} sent · [{'red' if m['failed'] else 'green'}]{m['failed']} failed[/] · "
-                         f"{format_bytes(b['delivered'])} delivered, {verified}")]
+            ("messages", (f"{m['sent']} sent · [{'red' if m['failed'] else 'green'}]{m['failed']} failed[/] · "
+                          f"{format_bytes(b['delivered'])} delivered, {verified}"))]
     rows += [(key, ("not measured" if e[key] is None else format_seconds(e[key]))
               + f" ({e['action']} {e['target']} @{e['t_s']:.2f} s)")
              for e in doc["events"] for key in ("avoid_s", "revive_s") if key in e]
     fid = doc["fidelity"]
     drops = {k.removesuffix("_drops"): n for k, n in s.get("link_drops", {}).items() if n}
     rows += [("fidelity", "[green]ok[/]" if fid["ok"] else "[red bold]NOT OK[/] (see the notes)"),
-             ("packets", f"data {p['data_sent']} · retx {p['retransmitted']} · trimmed {p['trimmed']} · "
-                         f"timeouts {p['timeouts']}"),
+             ("packets", (f"data {p['data_sent']} · retx {p['retransmitted']} · trimmed {p['trimmed']} · "
+                          f"timeouts {p['timeouts']}")),
              ("link drops", " · ".join(f"{k} {n}" for k, n in drops.items()) or "none"),
              ("RTT", rtt_text(s)),
              ("flow-mods", f"{doc['controller']['flow_mods_after_boot']} after boot")]

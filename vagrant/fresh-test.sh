@@ -35,7 +35,10 @@ cp -a "$work/base" "$root"
 # What makes packages install here as on this machine: CA certificates, apt settings, pip's cert.
 cp -a /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/" 2>/dev/null || true
 cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
-cp -a /etc/apt/sources.list.d/. "$root/etc/apt/sources.list.d/" 2>/dev/null || true
+if ls /etc/apt/sources.list.d/*.sources >/dev/null 2>&1; then  # the machine's sources replace debootstrap's
+  cp /etc/apt/sources.list.d/*.sources "$root/etc/apt/sources.list.d/"
+  rm -f "$root/etc/apt/sources.list"
+fi
 cp /etc/apt/apt.conf.d/99* "$root/etc/apt/apt.conf.d/" 2>/dev/null || true
 cert=$(pip3 config get global.cert 2>/dev/null || true)
 if [ -n "$cert" ]; then
@@ -43,14 +46,19 @@ if [ -n "$cert" ]; then
 fi
 git clone -q --no-hardlinks "$here" "$root/root/mrclab"
 
-inside='set -e
-cd /root/mrclab
-for target in check lab test; do
+inside='cd /root/mrclab
+failed=0
+for target in check lab test; do  # each one, whatever the one before said: all three are reported
   echo "=== make $target"
   start=$(date +%s)
-  make "$target" || { echo "=== make $target FAILED (exit $?) after $(( $(date +%s) - start )) s"; exit 1; }
-  echo "=== make $target ok after $(( $(date +%s) - start )) s"
-done'
+  if make "$target"; then
+    echo "=== make $target ok after $(( $(date +%s) - start )) s"
+  else
+    echo "=== make $target FAILED (exit $?) after $(( $(date +%s) - start )) s"
+    failed=1
+  fi
+done
+exit $failed'
 
 # Mount + PID namespaces; the new root is mounted privately, /run and /tmp are its own.
 unshare --mount --pid --fork --propagation private bash -euo pipefail -c '

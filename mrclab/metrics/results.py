@@ -1,4 +1,4 @@
-"""results.json (schema mrclab.results/v1, SPEC.md), steps.csv and events.csv from a run's raw record."""
+"""results.json (schema mrclab.results/v1, docs/spec.md), steps.csv and events.csv from a run's raw record."""
 from __future__ import annotations
 
 import csv

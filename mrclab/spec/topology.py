@@ -1,4 +1,4 @@
-"""Topology files -> a frozen `Topology`: counts, rates and every node and link name of SPEC.md."""
+"""Topology files -> a frozen `Topology`: counts, rates and every node and link name of docs/spec.md."""
 from __future__ import annotations
 
 import re

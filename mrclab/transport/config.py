@@ -1,7 +1,8 @@
 """Every knob of the MRC transport, with its default; a scenario's ``transport_options`` feed it.
 
-Times are seconds, sizes bytes. Defaults suit the default lab: 100 Mbit ports, 64 KiB
-switch queues, MTU 9000, Python agents whose timers are good to about a millisecond.
+Times are seconds, sizes bytes. Defaults suit the shipped labs: 25-100 Mbit ports, 64 KiB switch
+queues, MTU 9000, Python agents whose timers are good to about a millisecond; the runner derives
+pacing and the delay target from the topology's links (``link_defaults``).
 """
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ class TransportConfig:
     """A packet outstanding this long beyond the RTT of a later packet of its plane that was delivered holds its
     path: no new data goes there until the packet is acknowledged or declared lost. Holding costs a path a few
     turns, where a false loss costs a retransmission and a retirement, so it can act a reorder window sooner and
-    on the latest RTT alone (measured on the default lab: see README, avoid_s). A large value (1 s) turns
+    on the latest RTT alone (measured on the default lab: see docs/transport.md). A large value (1 s) turns
     holding off."""
     sack_every: int = 4
     """The receiver SACKs every N data packets (and at once on ECN, duplicates and message completion)."""

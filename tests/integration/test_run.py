@@ -1,4 +1,4 @@
-"""`mrclab run` end to end on a real fabric: the smoke scenario, its results against SPEC.md's
+"""`mrclab run` end to end on a real fabric: the smoke scenario, its results against docs/spec.md's
 schema, an expectation that cannot hold (exit 1), and runs stopped midway leave nothing behind."""
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def mrclab(*args, **kwargs):
 
 
 def check_schema(doc: dict) -> None:
-    """Every key and type SPEC.md promises in results.json."""
+    """Every key and type docs/spec.md promises in results.json."""
     assert doc["schema"] == "mrclab.results/v1"
     assert set(doc["scenario"]) >= {"name", "file"}
     assert set(doc["topology"]) >= {"name", "planes", "leaves", "spines", "hosts"}
