@@ -86,6 +86,7 @@ class Outcome:
     ev_changes: list = field(default_factory=list)    # [{t_s, host, peer, ev, old, new}]
     sample_times: dict = field(default_factory=dict)  # round -> t_s
     aborted: str | None = None
+    sent_into_faults: dict = field(default_factory=dict)  # (from, to) -> DATA packets sent into a downed hop
 
     def finished_at(self, keys) -> float | None:
         """When the last of these messages was delivered *and* acknowledged to its sender: the step is over
@@ -216,6 +217,7 @@ class Execution:
             tracked = action.action in timeline.CLEARS and event.action == action.action
             if tracked and avoid.measurable(self.s.routing):
                 record["_t_mono"] = t
+                record["_sent"] = self._per_ev(self.agents.call_all("stats"))[1]
                 self.open_faults[action.target] = record
             self._track_active(action)
 
@@ -226,14 +228,22 @@ class Execution:
         else:
             active[action.target] = action.action
 
+    def _per_ev(self, stats: dict) -> tuple[dict, dict]:
+        """(last DATA send time, DATA packets) per [src][dst][ev] from every agent's stats reply."""
+        return tuple({self.topo.host_index(host): {int(peer): {int(ev): v for ev, v in evs.items()}
+                                                   for peer, evs in reply.get(key, {}).items()}
+                      for host, reply in stats.items()} for key in ("last_send", "ev_sent"))
+
     def _snapshot(self, record: dict) -> None:
-        """avoid_s of a fault that is about to be cleared (or still open at the end)."""
-        stats = self.agents.call_all("stats")
-        last_send = {self.topo.host_index(host): {int(peer): {int(ev): t for ev, t in evs.items()}
-                                                  for peer, evs in reply.get("last_send", {}).items()}
-                     for host, reply in stats.items()}
+        """avoid_s of a fault that is about to be cleared (or still open at the end), and the DATA packets
+        senders put into it while it lasted (OVS does not count a send into a downed cable)."""
+        last_send, sent = self._per_ev(self.agents.call_all("stats"))
         value = avoid.avoid_seconds(self.topo, record["target"], record.pop("_t_mono"), last_send)
         record["avoid_s"] = None if value is None else round(value, 6)
+        into = avoid.sent_into(self.topo, record["target"], record.pop("_sent"), sent)
+        record["sent_into_fault"] = sum(into.values())
+        for hop, n in into.items():
+            self.outcome.sent_into_faults[hop] = self.outcome.sent_into_faults.get(hop, 0) + n
 
     def _snapshot_open_faults(self) -> None:
         for record in self.open_faults.values():
@@ -325,7 +335,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None, overrides: dic
                         outcome = execution.run()
                 else:
                     outcome = execution.run()
-                links = fabric.link_counters()
+                links = results.with_sends_into_faults(fabric.link_counters(), outcome.sent_into_faults)
                 stats = agents.call_all("stats")
                 wall = outcome.t_end - outcome.t0
                 summary = results.summary(outcome, stats)

@@ -392,10 +392,12 @@ class MrcDatapath:
                         "reason": "payload_mismatch", "t": now})
 
     def stats(self) -> dict:
-        """Counters summed over connections, EV states and last DATA send per (peer, EV) of sending ones."""
+        """Counters summed over connections; EV states, last DATA send and DATA packets per (peer, EV) of
+        sending ones."""
         totals: dict[str, int] = {}
         ev_states = {state.name: 0 for state in EvState}
         last_send: dict[str, dict[str, float]] = {}
+        ev_sent: dict[str, dict[str, int]] = {}  # peer -> EV -> DATA packets, over connections
         rtts = []
         hist: dict[int, int] = {}
         for link in self._links.values():
@@ -405,11 +407,15 @@ class MrcDatapath:
             if not link.sending:
                 continue
             per_ev = last_send.setdefault(str(link.peer), {})
+            sent = ev_sent.setdefault(str(link.peer), {})
             for ev in link.evs:
                 ev_states[conn.ev_state(ev).name] += 1
                 t = conn.ev_last_send(ev)
                 if t is not None and t > per_ev.get(str(ev), 0.0):
                     per_ev[str(ev)] = t
+                n = conn.ev_sent(ev)
+                if n:
+                    sent[str(ev)] = sent.get(str(ev), 0) + n
             if conn.min_rtt is not None:
                 rtts.append(conn.min_rtt)
             for bucket, n in conn.rtt_histogram.items():
@@ -440,7 +446,8 @@ class MrcDatapath:
             counters[name] = own[name]
         marks = {key: {str(slot): n for slot, n in bins.items()} for key, bins in self._marks.items() if bins}
         self._marks = {key: {} for key in RECOVERY_KEYS}  # each stats reply carries what is new since the last
-        return {"counters": counters, "ev_states": ev_states, "last_send": last_send, "marks": marks,
+        return {"counters": counters, "ev_states": ev_states, "last_send": last_send, "ev_sent": ev_sent,
+                "marks": marks,
                 "base_rtt_s": min(rtts) if rtts else None, "rtt_hist": {str(b): n for b, n in hist.items()}}
 
     def close(self) -> None:

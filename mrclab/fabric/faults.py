@@ -129,7 +129,8 @@ class Faults:
 
         `drops` is every packet the emulated link dropped, split into `queue_drops` (its queue
         overflowed), `loss_drops` (a `loss` fault), `blackhole_drops` (a `blackhole` fault) and
-        `down_drops` (sent into the cable while it was down, where OVS counts them).
+        `down_drops` (sent into the cable while it was down, where OVS counts them; the runner adds
+        what the senders put into it, `metrics.results.with_sends_into_faults`).
         `emulator_drops` are the other packets OVS failed to hand to a switch port (see
         `ovs.tx_dropped`): not the emulated network's, they make a run untrustworthy."""
         rows = []

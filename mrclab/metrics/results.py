@@ -66,6 +66,19 @@ def summary(outcome, agent_stats: dict[str, dict]) -> dict:
 DROP_KEYS = ("queue_drops", "loss_drops", "blackhole_drops", "down_drops")
 
 
+def with_sends_into_faults(links: list[dict], sent: dict[tuple[str, str], int]) -> list[dict]:
+    """`down_drops` of each link direction: the larger of what OVS counted as sent into the downed cable and
+    what the senders put on paths that met the fault there (both undercount: OVS rarely counts a failed
+    send; the senders' count covers only MRC over static source routing, where an EV fixes the path)."""
+    out = []
+    for link in links:
+        n = sent.get((link["from"], link["to"]), 0)
+        if n > link.get("down_drops", 0):
+            link = {**link, "drops": link["drops"] - link.get("down_drops", 0) + n, "down_drops": n}
+        out.append(link)
+    return out
+
+
 def link_drops(links: list[dict]) -> dict:
     """Packets the emulated links dropped, by cause, summed over every link direction."""
     return {key: sum(link.get(key, 0) for link in links) for key in DROP_KEYS}

@@ -80,6 +80,9 @@ def test_smoke_runs_end_to_end(tmp_path, leftovers):
     assert sum(link["tx_packets"] for link in cut) > 0
     # what OVS sent into the downed cable is the fault's loss, never blamed on the emulator
     assert sum(link["emulator_drops"] for link in cut) == 0
+    # what senders put into the cut while it was down is counted on the cut link
+    assert down["sent_into_fault"] == sum(link["down_drops"] for link in cut)
+    assert down["sent_into_fault"] > 0 or down["avoid_s"] == 0
     # fidelity_ok was overridden to false, so that one expectation fails and the run exits 1
     assert [c["name"] for c in doc["expectations"] if not c["ok"]] == (["fidelity_ok"] if doc["fidelity"]["ok"] else [])
     assert proc.returncode == (1 if doc["fidelity"]["ok"] else 0), stderr

@@ -220,3 +220,32 @@ def test_outside_processes_leave_out_the_lab_and_its_children():
     after[me] = (ticks, "python", 1)
     found = fidelity.outside_processes(before, after, lab={100}, elapsed_s=1.0)
     assert found == [{"pid": 200, "name": "stress", "cpu_pct": 100.0}]
+
+
+@pytest.mark.parametrize("target,src,dst,plane,spine,hop", [
+    ("p0l0-p0s2", 0, 7, 0, 2, ("p0l0", "p0s2")),    # the source leaf's up-link: met going up
+    ("p0l3-p0s2", 0, 7, 0, 2, ("p0s2", "p0l3")),    # the destination leaf's: met coming down
+    ("p0l0-p0s2", 0, 1, 0, 2, ("p0l0", "p0s2")),    # same leaf: going up first
+    ("p0s2", 0, 7, 0, 2, ("p0l0", "p0s2")),         # a dead spine: at the link into it
+    ("p0l3", 0, 7, 0, 1, ("p0s1", "p0l3")),         # a dead destination leaf
+    ("h0-p0l0", 0, 7, 0, 1, ("h0", "p0l0")),
+    ("h7-p0l3", 0, 7, 0, 1, ("p0l3", "h7")),
+    ("p0l1-p0s2", 0, 7, 0, 2, None),
+])
+def test_dead_hop_is_where_a_packet_meets_the_fault(target, src, dst, plane, spine, hop):
+    assert avoid.dead_hop(TOPO, target, src, dst, plane, spine) == hop
+
+
+def test_sends_into_a_downed_link_are_counted_on_it():
+    """Between the cut and the repair h0 put 5 packets on a path through it and 9 elsewhere; h6 -> h0 met
+    it coming down. The link's down_drops take the senders' count where OVS counted fewer."""
+    from mrclab.metrics import results
+    hit, miss = ev_for(0, 2), ev_for(1, 2)
+    before = {0: {7: {hit: 10, miss: 10}}, 6: {0: {hit: 4}}}
+    after = {0: {7: {hit: 15, miss: 19}}, 6: {0: {hit: 6}}}
+    into = avoid.sent_into(TOPO, "p0l0-p0s2", before, after)
+    assert into == {("p0l0", "p0s2"): 5, ("p0s2", "p0l0"): 2}
+    links = [{"link": "p0l0-p0s2", "from": "p0l0", "to": "p0s2", "drops": 3, "down_drops": 1},
+             {"link": "p0l0-p0s2", "from": "p0s2", "to": "p0l0", "drops": 0, "down_drops": 4}]
+    up, down = results.with_sends_into_faults(links, into)
+    assert (up["down_drops"], up["drops"]) == (5, 7) and (down["down_drops"], down["drops"]) == (4, 0)
