@@ -74,8 +74,8 @@ cd "$root"
 pivot_root . .old-root
 umount -l /.old-root
 rmdir /.old-root
-export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
-exec bash -c "$inside"
+exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+  TERM="${TERM:-dumb}" bash -c "$inside"  # a clean environment: nothing of this machine but the copied files
 ' fresh-test "$root" "$inside" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 echo "fresh-test: exit $status; log $log; root left at $root (remove it with rm -rf)"
