@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import ScalarFormatter
 from rich.markup import escape
 from rich.table import Table
 
@@ -93,6 +94,7 @@ def figure(runs: list[Run]) -> Figure:
     ax.set_xlim(0, span)
     if _spread(durations):
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ScalarFormatter())
     else:
         ax.set_ylim(bottom=0)
     ax.set_xlabel("step start (s since workload start)")
@@ -115,6 +117,7 @@ def figure(runs: list[Run]) -> Figure:
         bar_ax.bar_label(bars, labels=texts, fontsize=8)
         if _spread(values):
             bar_ax.set_yscale("log")
+            bar_ax.yaxis.set_major_formatter(ScalarFormatter())
             ylabel += ", log scale"
         bar_ax.set_ylabel(ylabel)
         bar_ax.set_title(title)
