@@ -184,7 +184,7 @@ def render(run: Run, pictures: list[Picture]) -> str:
         "<h2>Plots</h2>", *(_figure(p) for p in pictures),
         "<h2>Fault timeline</h2>", _events_table(run),
         "<h2>Settings (resolved scenario.yaml)</h2>", _settings_table(run),
-        f'<p class="sub">Run directory: {escape(str(run.dir))}</p>',
+        f'<p class="sub">Run directory: {escape(str(run.dir.resolve()))}</p>',
         "</body></html>",
     ]
     return "\n".join(p for p in parts if p) + "\n"

@@ -23,3 +23,4 @@ def test_runner_log_survives_mininets_logger_class(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "run abc: scenario x" in log.read_text() and "event 0 never fired" in log.read_text()
     assert result.stderr == ""  # the CLI prints warnings itself, once: the log goes to the file only
+
