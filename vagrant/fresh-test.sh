@@ -2,7 +2,7 @@
 # `make fresh-test`: what `make check`, `make lab` and `make test` do on a new Debian 12 machine.
 # Builds a Debian 12 root file system with debootstrap (cached in $FRESH_DIR/base, copied fresh for
 # every run), clones this checkout's committed state into it, and runs the three commands there as
-# root, in mount and PID namespaces of its own. The root becomes the mount namespace's root with
+# root, in mount and PID namespaces of its own (and, after `make check`, a network namespace). The root becomes the mount namespace's root with
 # pivot_root (a chroot is not enough: Mininet's processes enter the hosts' mount namespaces and so
 # would leave a chroot), with a private /run and /tmp. The machine's CA certificates, its apt
 # settings and pip's `cert` setting are copied in, so packages install as on the machine itself.
@@ -46,18 +46,25 @@ if [ -n "$cert" ]; then
 fi
 git clone -q --no-hardlinks "$here" "$root/root/mrclab"
 
+# `make check` installs everything (it needs the network); `make lab` and `make test` then run in a
+# network namespace of their own too, with an OVS of their own, so no other lab on this machine shares
+# their loopback or their interfaces. Each target runs whatever the one before said.
 inside='cd /root/mrclab
 failed=0
-for target in check lab test; do  # each one, whatever the one before said: all three are reported
-  echo "=== make $target"
+step() {
+  echo "=== make $1"
   start=$(date +%s)
-  if make "$target"; then
-    echo "=== make $target ok after $(( $(date +%s) - start )) s"
+  if make "$1"; then
+    echo "=== make $1 ok after $(( $(date +%s) - start )) s"
   else
-    echo "=== make $target FAILED (exit $?) after $(( $(date +%s) - start )) s"
+    echo "=== make $1 FAILED (exit $?) after $(( $(date +%s) - start )) s"
     failed=1
   fi
-done
+}
+step check
+/usr/share/openvswitch/scripts/ovs-ctl stop >/dev/null 2>&1 || true
+export -f step
+unshare --net bash -c "ip link set lo up; failed=0; step lab; step test; exit \$failed" || failed=1
 exit $failed'
 
 # Mount + PID namespaces; the new root is mounted privately, /run and /tmp are its own.
