@@ -249,5 +249,5 @@ def test_report_says_what_ran_and_how_it_ended(tmp_path):
     killed = tmp_path / "killed"
     killed.mkdir()
     (killed / "runner.log").write_text("... mrclab.runner INFO run abc: scenario x\n")
-    result = subprocess.run([sys.executable, "-m", "mrclab", "report", str(killed)], capture_output=True, text=True)
+    result = mrclab("report", str(killed))
     assert result.returncode == 2 and "the run stopped before it wrote results.json" in result.stderr
