@@ -251,3 +251,19 @@ def test_report_says_what_ran_and_how_it_ended(tmp_path):
     (killed / "runner.log").write_text("... mrclab.runner INFO run abc: scenario x\n")
     result = mrclab("report", str(killed))
     assert result.returncode == 2 and "the run stopped before it wrote results.json" in result.stderr
+
+
+def test_titles_fit_their_figures(tmp_path):
+    """The longest labels (scenario · single-path · ecmp-reconverge) leave no title cut at the figure's edge."""
+    make_run(tmp_path / "long", name="link-failure-of-a-leaf-spine-link-under-load-at-step-ten")
+    doc = json.loads((tmp_path / "long" / "results.json").read_text())
+    doc.update(transport="single-path", routing="ecmp-reconverge")
+    (tmp_path / "long" / "results.json").write_text(json.dumps(doc))
+    run = load(tmp_path / "long")
+    for build in (plots.step_time, plots.link_utilisation, plots.ev_states, plots.recovery_counters):
+        fig = build(run)
+        fig.canvas.draw()
+        titles = [ax.title for ax in fig.axes if ax.get_title()] + ([fig._suptitle] if fig._suptitle else [])
+        for title in titles:
+            box = title.get_window_extent()
+            assert 0 <= box.x0 and box.x1 <= fig.bbox.x1, (build.__name__, title.get_text())
