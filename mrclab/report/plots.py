@@ -32,6 +32,7 @@ COUNTER_COLOURS = {"trimmed": "#1f77b4", "retransmitted": "#ff7f0e", "timeouts":
 DPI = 110
 LABEL_FONT = 7
 PLANES_PER_ROW = 8
+TITLE_CHAR_IN = 0.08  # inches a character of a 10 pt title takes, at most
 MARKS = {"trims": (("trims",), "T"), "drops": (("queue_drops", "down_drops"), "D"), "loss": (("loss_drops",), "L"),
          "blackhole": (("blackhole_drops",), "B")}
 """What a heatmap cell counts besides utilisation: results.json link fields summed, and the cell's letter."""
@@ -235,8 +236,11 @@ def link_utilisation(run: Run) -> Figure:
     groups = -(-planes // columns)
     cell = min(0.55, 6.0 / max(leaves, spines))
     label_all = leaves * spines <= 64
-    fig = Figure(figsize=(max(7.0, columns * (spines * cell + 0.9) + 1.5), 2 * groups * (leaves * cell + 1.3) + 0.8),
-                 layout="constrained")
+    title = (f"Leaf-spine link utilisation: {run.label}\n"
+             "packets: T trimmed · D dropped (full queue, link down) · L loss fault · B blackhole")
+    title_width = TITLE_CHAR_IN * max(len(line) for line in title.splitlines()) + 0.5  # never cut a long label
+    fig = Figure(figsize=(max(7.0, title_width, columns * (spines * cell + 0.9) + 1.5),
+                          2 * groups * (leaves * cell + 1.3) + 0.8), layout="constrained")
     axes = fig.subplots(2 * groups, columns, squeeze=False)
     for k in range(planes, groups * columns):   # empty places after the last plane
         for offset in (0, 1):
@@ -269,8 +273,7 @@ def link_utilisation(run: Run) -> Figure:
             ax.set_xlabel("spine", fontsize=8)
     rate = format_rate(run.link_rate_bps("fabric_rate"))
     fig.colorbar(image, ax=axes, shrink=0.8, label=f"utilisation (% of {rate} over the workload)")
-    fig.suptitle(f"Leaf-spine link utilisation: {run.label}\npackets: T trimmed · D dropped (full queue, link down) · "
-                 f"L loss fault · B blackhole", fontsize=10)
+    fig.suptitle(title, fontsize=10)
     return fig
 
 

@@ -258,6 +258,7 @@ def test_titles_fit_their_figures(tmp_path):
     make_run(tmp_path / "long", name="link-failure-of-a-leaf-spine-link-under-load-at-step-ten")
     doc = json.loads((tmp_path / "long" / "results.json").read_text())
     doc.update(transport="single-path", routing="ecmp-reconverge")
+    doc["topology"]["planes"] = 2  # the narrowest utilisation figure
     (tmp_path / "long" / "results.json").write_text(json.dumps(doc))
     run = load(tmp_path / "long")
     for build in (plots.step_time, plots.link_utilisation, plots.ev_states, plots.recovery_counters):
