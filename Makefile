@@ -4,7 +4,7 @@ PY := .venv/bin/python
 MRCLAB := .venv/bin/mrclab
 LAB ?= scenarios/quickstart.yaml
 
-.PHONY: setup lab test unit integration bench clean check
+.PHONY: setup lab test unit integration bench clean check fresh-test screenshots
 
 setup:
 	@bash vagrant/provision.sh
@@ -30,3 +30,11 @@ bench: setup
 
 clean:
 	-$(MRCLAB) clean
+
+# Not in CI (minutes): check, lab and test on a new Debian 12 root in namespaces of its own.
+fresh-test:
+	bash vagrant/fresh-test.sh
+
+# Not in CI: headless Chromium pictures of a run's report page (RUN=results/<run>), for a human to look at.
+screenshots:
+	bash benchmarks/screenshots.sh $(RUN)

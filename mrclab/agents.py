@@ -61,6 +61,7 @@ class Agents:
         self.links: dict[str, AgentLink] = {}
         self.events: deque = deque()
         self.samples: dict[int, dict[str, dict]] = {}   # round -> host -> stats reply
+        self.marks: dict[str, dict[int, int]] = {}      # counter -> millisecond slot -> count, over all agents
         self.selector = selectors.DefaultSelector()
 
     def start(self, scenario: Scenario, hosts: dict, state: RunState, log_dir: Path, timeout: float = 20.0) -> None:
@@ -80,7 +81,7 @@ class Agents:
                     "--seed", str(scenario.seed)]
             stderr = open(log_dir / f"agent-{name}.stderr", "wb")
             proc = host.popen(argv, stdin=subprocess.DEVNULL, stdout=stderr, stderr=subprocess.STDOUT,
-                              cwd=str(Path(__file__).resolve().parents[1]), preexec_fn=lifeline.die_with_parent())
+                              cwd=str(log_dir), preexec_fn=lifeline.die_with_parent())
             stderr.close()
             state.add_process(proc.pid, f"agent {name}")
             pending[name] = (index, control, proc)
@@ -154,6 +155,10 @@ class Agents:
                 message = json.loads(link.buffer[:newline])
                 del link.buffer[:newline + 1]
                 if "id" in message:
+                    for key, bins in message.pop("marks", {}).items():  # each reply has only what is new
+                        merged = self.marks.setdefault(key, {})
+                        for slot, n in bins.items():
+                            merged[int(slot)] = merged.get(int(slot), 0) + n
                     if message["id"] in link.sampling:
                         self.samples[link.sampling.pop(message["id"])][link.host] = message
                     elif message["id"] in link.unawaited:

@@ -1,6 +1,6 @@
 """The `mrclab` command line; nothing else imports this module.
 
-Every failure becomes one line on stderr and an exit code from SPEC.md (0 ok,
+Every failure becomes one line on stderr and an exit code from docs/spec.md (0 ok,
 1 expectation or verification failed, 2 bad input, 3 environment not ready);
 `--json` prints exactly one JSON document on stdout.
 """
@@ -15,12 +15,15 @@ import traceback
 from pathlib import Path
 
 import click
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import check as check_mod
 from . import runstate
 from .errors import EnvironmentNotReady, ExpectationFailed, MrclabError, UsageError
+from .metrics import expectations
 from .spec import topology as topology_mod
 from .spec.reader import one_line
 from .spec.scenario import DATAPATHS
@@ -56,9 +59,11 @@ def check(as_json: bool) -> None:
     if as_json:
         emit_json({"ok": failed is None, "rows": [r.to_dict() for r in rows]})
     else:
-        table = Table(title="mrclab check")
-        for column in ("requirement", "status", "detail", "fix"):
-            table.add_column(column)
+        table = Table(title="mrclab check", box=box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("requirement", no_wrap=True)
+        table.add_column("status", no_wrap=True)
+        table.add_column("detail", overflow="fold", ratio=3)
+        table.add_column("fix", overflow="fold", ratio=2)
         for r in rows:
             status = "[green]ok[/]" if r.ok else ("[red]missing[/]" if r.required else "[yellow]optional[/]")
             table.add_row(r.name, status, r.detail, "" if r.ok else r.fix)
@@ -82,21 +87,30 @@ def topo_show(file: str, as_json: bool) -> None:
                                      "paths_per_host_pair": t.plan.paths_per_pair},
            "hosts": t.host_names, "leaves": t.leaf_names, "spines": t.spine_names,
            "links_list": [link.name for link in t.links],
+           "hosts_per_leaf": {f"l{j}": [f"h{n}" for n in range(j * t.hosts_per_leaf, (j + 1) * t.hosts_per_leaf)]
+                              for j in range(t.leaves)},
            "example_path": {"src": "h0", "dst": t.host_names[-1], "plane": 0, "spine": 0,
                             "address": str(t.plan.path_address(0, t.hosts - 1, 0, 0))}}
     if as_json:
         emit_json(doc)
         return
-    table = Table(title=f"{t.name}  ({t.source})")
-    table.add_column("what")
-    table.add_column("value")
+    table = Table(title=f"{t.name}  ({t.source})", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("what", no_wrap=True)
+    table.add_column("value", overflow="fold")
     for key, value in (("planes", t.planes), ("leaves per plane", t.leaves), ("spines per plane", t.spines),
                        ("hosts", f"{t.hosts}  ({t.hosts_per_leaf} per leaf, one NIC per plane)"),
                        ("switches", len(t.switch_names)), ("links", len(t.links)),
                        ("paths per host pair", f"{t.plan.paths_per_pair}  (planes x spines)"),
                        ("host / fabric rate", f"{doc['links']['host_rate']} / {doc['links']['fabric_rate']}"),
                        ("queue, mtu, trim", f"{doc['links']['queue']}, {t.mtu}, {'on' if t.trim else 'off'}"),
+                       ("hosts per leaf", " · ".join(f"{leaf}: {' '.join(hosts)}"
+                                                     for leaf, hosts in doc["hosts_per_leaf"].items())
+                        + "  (leaf l<j> of every plane, p<k>l<j>)"),
                        ("leaves", " ".join(t.leaf_names)), ("spines", " ".join(t.spine_names)),
+                       *((f"{kind} links", " ".join(link.name for link in t.links if link.plane == 0 and
+                                                     link.kind == key) + (f"  (and the same on p1..p{t.planes - 1})"
+                                                                          if t.planes > 1 else ""))
+                         for kind, key in (("host", "host"), ("leaf-spine", "fabric"))),
                        ("example path", f"h0 -> {t.host_names[-1]} via p0s0: {doc['example_path']['address']}")):
         table.add_row(key, str(value))
     out.print(table)
@@ -137,12 +151,12 @@ def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], capture:
     if spec.capture.on:
         capture_mod.tool("dumpcap")
     from . import runner
-    doc = runner.run_scenario(spec, target, console=None if as_json else err)
+    doc = runner.run_scenario(spec, target, console=None if as_json else err, overrides=override_map(overrides))
     if as_json:
         emit_json({**doc, "dir": str(target)})
     else:
         print_summary(doc, target)
-    if not all(c["ok"] for c in doc["expectations"]):
+    if expectations.failed(doc["expectations"]):
         sys.exit(1)
 
 
@@ -166,41 +180,63 @@ def results_dir(name: str, out_dir: str | None) -> Path:
     return target
 
 
+def override_map(overrides: tuple[str, ...]) -> dict[str, str]:
+    """`--set` as typed, key -> value text (already validated by the scenario reader)."""
+    return dict(item.partition("=")[::2] for item in overrides)
+
+
 def print_summary(doc: dict, target: Path) -> None:
-    from .report.summary import actual_text, cpu_text, rtt_text
-    s = doc["summary"]
-    table = Table(title=f"{doc['scenario']['name']}: {doc['transport']} over {doc['routing']} "
-                        f"on {doc['topology']['name']}")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    st = s["step_time_s"]
-    rows = [("steps", f"{len(doc['steps'])}"),
-            ("step time p50 / p99 / p100", f"{st['p50'] * 1e3:.1f} / {st['p99'] * 1e3:.1f} / {st['p100'] * 1e3:.1f} ms"),
-            ("p100 / p50", f"{st['p100'] / st['p50']:.2f}" if st["p50"] else "-"),
-            ("goodput", f"{s['goodput_bps'] / 1e6:.1f} Mbit/s ({s['goodput_fraction'] * 100:.0f}% of ideal)"),
-            ("messages sent / completed / failed", "{sent} / {completed} / {failed}".format(**s["messages"])),
-            ("bytes delivered / verified", "{delivered} / {verified}".format(**s["bytes"])),
-            ("packets data / retx / trimmed / timeouts", "{data_sent} / {retransmitted} / {trimmed} / {timeouts}"
-             .format(**s["packets"])),
-            ("RTT", rtt_text(s)),
-            ("CPU s per delivered MiB: agents / lab", cpu_text(s.get("cpu_s_per_mib"))),
-            ("flow-mods after boot", str(doc["controller"]["flow_mods_after_boot"]))]
-    rows += [(f"{key} {e['action']} {e['target']} @{e['t_s']:.2f}s",
-              "-" if e[key] is None else f"{e[key] * 1e3:.1f} ms")
+    """The key figures first, so they fit one 80x24 screen; then the expectations, then the notes."""
+    from .report.summary import actual_text, cpu_text, rtt_text, verdict_text
+    from .units import format_bytes, format_seconds
+    for u in doc.get("unfired_events", []):
+        err.print(f"[yellow]event {u['event_index']} ({u['action']} {u['target']} at {u['t_s']:g} s) never fired: "
+                  f"the workload ended at {doc['duration_s']:g} s[/yellow]", soft_wrap=True)
+    s, st = doc["summary"], doc["summary"]["step_time_s"]
+    overrides = " ".join(f"{k}={v}" for k, v in doc.get("overrides", {}).items())
+    out.print(f"[bold]{escape(doc['scenario']['name'])}[/]: {doc['transport']} over {doc['routing']} on "
+              f"{doc['topology']['name']} ({doc.get('datapath', '?')})"
+              + (f"  [dim](--set {escape(overrides)})[/]" if overrides else ""),
+              soft_wrap=True)
+    m, b, p = s["messages"], s["bytes"], s["packets"]
+    verified = "all verified" if b["verified"] == b["delivered"] else f"{format_bytes(b['verified'])} verified"
+    rows = [("step time", f"p50 {format_seconds(st['p50'])} · p100 {format_seconds(st['p100'])}"
+                          + (f" ({st['p100'] / st['p50']:.2f}x p50)" if st["p50"] else "") + f" · {len(doc['steps'])} steps"),
+            ("goodput", f"{s['goodput_bps'] / 1e6:.1f} Mbit/s, {s['goodput_fraction'] * 100:.0f}% of ideal"),
+            ("messages", (f"{m['sent']} sent · [{'red' if m['failed'] else 'green'}]{m['failed']} failed[/] · "
+                          f"{format_bytes(b['delivered'])} delivered, {verified}"))]
+    rows += [(key, ("not measured" if e[key] is None else format_seconds(e[key]))
+              + f" ({e['action']} {e['target']} @{e['t_s']:.2f} s)")
              for e in doc["events"] for key in ("avoid_s", "revive_s") if key in e]
     fid = doc["fidelity"]
-    rows.append(("fidelity", ("[green]ok[/] " if fid["ok"] else "[red bold]NOT OK[/] ") + "; ".join(fid["notes"])))
+    drops = {k.removesuffix("_drops"): n for k, n in s.get("link_drops", {}).items() if n}
+    rows += [("fidelity", "[green]ok[/]" if fid["ok"] else "[red bold]NOT OK[/] (see the notes)"),
+             ("packets", (f"data {p['data_sent']} · retx {p['retransmitted']} · trimmed {p['trimmed']} · "
+                          f"timeouts {p['timeouts']}")),
+             ("link drops", " · ".join(f"{k} {n}" for k, n in drops.items()) or "none"),
+             ("RTT", rtt_text(s)),
+             ("CPU s/MiB", "agents / lab " + cpu_text(s.get("cpu_s_per_mib"))),
+             ("flow-mods", f"{doc['controller']['flow_mods_after_boot']} after boot")]
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
     for name, value in rows:
         table.add_row(name, value)
     out.print(table)
-    checks = Table(title="expectations")
-    for column in ("check", "expected", "actual", ""):
-        checks.add_column(column)
-    for c in doc["expectations"]:
-        checks.add_row(c["name"], str(c["expected"]), actual_text(c), "[green]ok[/]" if c["ok"] else "[red]FAILED[/]")
     if doc["expectations"]:
+        checks = Table(box=None, show_header=False, pad_edge=False, title="expectations", title_justify="left")
+        for _ in range(3):
+            checks.add_column(overflow="fold")
+        colours = {True: "green", False: "red bold"}
+        for c in doc["expectations"]:
+            checks.add_row(f"[{colours.get(c['ok'], 'dim')}]{escape(verdict_text(c))}[/]", c["name"],
+                           f"{actual_text(c)} (expected {expectations.bound_text(c)})")
         out.print(checks)
-    out.print(f"results in {target}/")
+    if fid["notes"]:
+        out.print("[bold]notes[/]")
+        for note in fid["notes"]:
+            out.print(f"- {escape(note)}")
+    out.print(f"results in {target}/", soft_wrap=True)
 
 
 @cli.command()
@@ -218,8 +254,8 @@ def report(run_dir: str) -> None:
 
 @cli.command()
 @click.argument("run_dirs", metavar="DIR...", nargs=-1, required=True)
-@click.option("--out", "plot_file", default="compare.png", show_default=True, type=click.Path(dir_okay=False),
-              help="Where to write the comparison plot (PNG).")
+@click.option("--out", "plot_file", type=click.Path(dir_okay=False),
+              help="Where to write the comparison plot (PNG; default compare.png in the folder holding the runs).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def compare(run_dirs: tuple[str, ...], plot_file: str, as_json: bool) -> None:
     """Side-by-side table of runs (worst of each row in red), and a comparison plot."""
@@ -227,13 +263,15 @@ def compare(run_dirs: tuple[str, ...], plot_file: str, as_json: bool) -> None:
     from .report.plots import save
 
     runs = compare_mod.load_all(list(run_dirs))
-    target = Path(plot_file)
+    target = Path(plot_file) if plot_file else compare_mod.default_plot_path(runs)
     if not target.parent.is_dir():
         raise UsageError(f"--out {target}: directory {target.parent} does not exist")
     save(compare_mod.figure(runs), target)
     if as_json:
         emit_json(compare_mod.document(runs, target))
     else:
+        for warning in compare_mod.warnings(runs):
+            err.print(f"[yellow]warning: {escape(warning)}[/]", soft_wrap=True)
         out.print(compare_mod.table(runs))
         out.print(f"plot: {target}", soft_wrap=True)
 

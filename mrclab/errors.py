@@ -1,4 +1,4 @@
-"""The three ways a command can fail, each with its own exit code (SPEC.md)."""
+"""The three ways a command can fail, each with its own exit code (docs/spec.md)."""
 
 
 class MrclabError(Exception):

@@ -95,6 +95,7 @@ class Outcome:
     ev_changes: list = field(default_factory=list)    # [{t_s, host, peer, ev, old, new}]
     sample_times: dict = field(default_factory=dict)  # round -> t_s
     aborted: str | None = None
+    sent_into_faults: dict = field(default_factory=dict)  # (from, to) -> DATA packets sent into a downed hop
 
     def finished_at(self, keys) -> float | None:
         """When the last of these messages was delivered *and* acknowledged to its sender: the step is over
@@ -201,8 +202,10 @@ class Execution:
             elif kind == "failed":
                 o.failed[key] = e.get("reason", "failed")
             elif kind == "ev_state":
-                o.ev_changes.append({"t_s": round(e["t"] - o.t0, 6), "host": e["host"], "peer": e.get("peer"),
-                                     "ev": e["ev"], "old": e["old"], "new": e["new"]})
+                plane, spine = self.topo.plan.ev_path(e["ev"])
+                o.ev_changes.append({"t_s": round(e["t"] - o.t0, 6), "host": e["host"],
+                                     "peer": self.topo.host_names[e["peer"]], "ev": e["ev"], "plane": plane,
+                                     "spine": f"p{plane}s{spine}", "old": e["old"], "new": e["new"]})
         p.failed = len(o.failed)
 
     def _fire_due(self) -> None:
@@ -223,6 +226,7 @@ class Execution:
             tracked = action.action in timeline.CLEARS and event.action == action.action
             if tracked and avoid.measurable(self.s.routing):
                 record["_t_mono"] = t
+                record["_sent"] = self._per_ev(self.agents.call_all("stats"))[1]
                 self.open_faults[action.target] = record
             self._track_active(action)
 
@@ -233,14 +237,22 @@ class Execution:
         else:
             active[action.target] = action.action
 
+    def _per_ev(self, stats: dict) -> tuple[dict, dict]:
+        """(last DATA send time, DATA packets) per [src][dst][ev] from every agent's stats reply."""
+        return tuple({self.topo.host_index(host): {int(peer): {int(ev): v for ev, v in evs.items()}
+                                                   for peer, evs in reply.get(key, {}).items()}
+                      for host, reply in stats.items()} for key in ("last_send", "ev_sent"))
+
     def _snapshot(self, record: dict) -> None:
-        """avoid_s of a fault that is about to be cleared (or still open at the end)."""
-        stats = self.agents.call_all("stats")
-        last_send = {self.topo.host_index(host): {int(peer): {int(ev): t for ev, t in evs.items()}
-                                                  for peer, evs in reply.get("last_send", {}).items()}
-                     for host, reply in stats.items()}
+        """avoid_s of a fault that is about to be cleared (or still open at the end), and the DATA packets
+        senders put into it while it lasted (OVS does not count a send into a downed cable)."""
+        last_send, sent = self._per_ev(self.agents.call_all("stats"))
         value = avoid.avoid_seconds(self.topo, record["target"], record.pop("_t_mono"), last_send)
         record["avoid_s"] = None if value is None else round(value, 6)
+        into = avoid.sent_into(self.topo, record["target"], record.pop("_sent"), sent)
+        record["sent_into_fault"] = sum(into.values())
+        for hop, n in into.items():
+            self.outcome.sent_into_faults[hop] = self.outcome.sent_into_faults.get(hop, 0) + n
 
     def _snapshot_open_faults(self) -> None:
         for record in self.open_faults.values():
@@ -249,16 +261,33 @@ class Execution:
 
 
 def _view(p: Progress, scenario: Scenario):
-    from rich.table import Table
-    table = Table(title=f"mrclab run {scenario.name}  ({scenario.transport}, {scenario.routing})", expand=False)
-    for column in ("step", "this step", "last step", "delivered", "failed", "active faults"):
-        table.add_column(column)
+    """One line of fixed-width fields, so nothing jumps while it refreshes and nothing is left behind."""
+    from rich.text import Text
+    width = len(str(p.steps_total))
     now = time.monotonic()
-    table.add_row(f"{p.step + 1}/{p.steps_total}", f"{(now - p.step_started) * 1000:.0f} ms",
-                  "-" if p.last_step_s is None else f"{p.last_step_s * 1000:.0f} ms",
-                  f"{p.delivered_bytes / 2**20:.1f} MiB", str(p.failed),
-                  ", ".join(f"{a} {t}" for t, a in p.active_faults.items()) or "none")
-    return table
+    last = "-" if p.last_step_s is None else f"{p.last_step_s * 1000:.0f} ms"
+    faults = ", ".join(f"{a} {t}" for t, a in p.active_faults.items()) or "none"
+    return Text(f"step {p.step + 1:>{width}}/{p.steps_total}  this {(now - p.step_started) * 1000:>6.0f} ms  "
+                f"last {last:>7}  delivered {p.delivered_bytes / 2**20:>7.1f} MiB  failed {p.failed:>3}  "
+                f"faults: {faults}", overflow="ellipsis", no_wrap=True)
+
+
+class _Building:
+    """The spinner from the start of the run until the agents answer, then the teardown's."""
+
+    def __init__(self, console):
+        self.console, self.status = console, None
+
+    def show(self, text: str) -> None:
+        self.hide()
+        if self.console is not None:
+            self.status = self.console.status(text)
+            self.status.start()
+
+    def hide(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
 
 
 def _logger(path: Path) -> logging.Handler:
@@ -270,28 +299,34 @@ def _logger(path: Path) -> logging.Handler:
     top = logging.getLogger("mrclab")
     top.setLevel(logging.INFO)
     for name, logger in list(logging.root.manager.loggerDict.items()):
-        if (name == "mrclab" or name.startswith("mrclab.")) and isinstance(logger, logging.Logger):
+        if name.split(".")[0] == "mrclab" and isinstance(logger, logging.Logger):
+            for other in [h for h in logger.handlers if type(h) is not logging.FileHandler]:
+                logger.removeHandler(other)  # Mininet's console handler: the CLI prints what users need, once
             if logger is not top:
                 logger.setLevel(logging.NOTSET)
-            for console in list(logger.handlers):  # a Mininet logger's own console handler: the file is the record
-                logger.removeHandler(console)
     top.addHandler(handler)
     return handler
 
 
-def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
-    """Run it, write DIR, return the results document. `console` (stderr) gets the live view."""
+def run_scenario(scenario: Scenario, out_dir: Path, console=None, overrides: dict | None = None) -> dict:
+    """Run it, write DIR, return the results document. `console` (stderr) gets the live view.
+
+    A run that fails or is interrupted still leaves a results.json saying so (`status`, `error`),
+    and runner.log records why."""
     from rich.live import Live
 
     from .fabric.net import Fabric
 
+    out_dir = out_dir.resolve()  # the agents start in their own folder, not the user's
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "scenario.yaml").write_text(scenario.to_yaml())
     handler = _logger(out_dir / "runner.log")
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     state = RunState.create(f"run {scenario.name}")
     agents = Agents()
-    log.info("run %s: scenario %s, out %s", state.run_id, scenario.source, out_dir)
+    building = _Building(console)
+    log.info("run %s: scenario %s, out %s, overrides %s", state.run_id, scenario.source, out_dir, overrides or {})
+    building.show(f"building {scenario.topology.name} and starting the agents")
     execution: Execution | None = None
     recording: Recording | None = None
     failure: BaseException | None = None
@@ -314,6 +349,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
                 sampler.start()
                 meter = CpuMeter({**agents.pids(), **fabric.packet_pids(), os.getpid(): "runner"})
                 meter.start()
+                building.hide()
                 if console is not None:
                     with Live(console=console, refresh_per_second=4, transient=True,
                               get_renderable=lambda: _view(execution.progress, scenario)):
@@ -329,16 +365,27 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
                 outcome.t0 = outcome.t0 or outcome.t_end
                 doc = _collect(scenario, state.run_id, started_at, outcome, agents, fabric, sampler, meter, recording,
                                failure)
+                doc["overrides"] = dict(overrides or {})
             finally:
+                building.show("stopping the agents and tearing the fabric down")
                 agents.stop()
                 if recording is not None:
                     recording.stop()
     except BaseException as exc:
         failure = failure or exc
         log.error("run stopped: %s", describe(exc))
+        if doc is None:  # it stopped before anything was measured: say so where the results would be
+            results.write_unfinished(out_dir, status="failed" if isinstance(exc, Exception) else "interrupted",
+                                     error=describe(exc), run_id=state.run_id, started_at=started_at,
+                                     scenario=scenario, overrides=overrides or {})
         raise
     finally:
         state.teardown()
+        building.hide()
+        for stderr in out_dir.glob("agent-*.stderr"):  # an agent that said nothing leaves no empty file
+            if stderr.stat().st_size == 0:
+                stderr.unlink()
+        log.info("run %s: torn down", state.run_id)
         logging.getLogger("mrclab").removeHandler(handler)
         handler.close()
         if doc is not None:
@@ -378,10 +425,12 @@ def _collect(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome,
         except Exception as exc:  # noqa: BLE001  the run already failed: keep what can be had
             log.error("after the failure, %s could not be read: %s", what, exc)
             return default
-    links = read("link counters", fabric.link_counters, [])
+    links = read("link counters", lambda: results.with_sends_into_faults(fabric.link_counters(),
+                                                                          outcome.sent_into_faults), [])
     stats = read("agent stats", lambda: agents.call_all("stats", timeout=2.0) if agents.links else {}, {})
     wall = outcome.t_end - outcome.t0
     summary = results.summary(outcome, stats)
+    summary["link_drops"] = results.link_drops(links)
     if meter is not None:
         summary["cpu_s_per_mib"] = meter.per_mib(summary["bytes"]["delivered"])
     fidelity = read("fidelity", lambda: sampler.stop(
@@ -394,7 +443,7 @@ def _collect(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome,
     if captured is not None:
         fidelity["notes"].append(recording.note(captured))
     doc = _document(scenario, run_id, started_at, outcome, summary, agents.samples, links, controller, fidelity,
-                    datapath=(fabric.datapath.name, fabric.datapath_detail))
+                    agents.marks, datapath=(fabric.datapath.name, fabric.datapath_detail))
     if captured is not None:  # packet time (epoch) - t0_epoch_s = the t_s of events.csv and steps.csv
         doc["capture"] = {**captured, "packets_kept": scenario.capture.packets,
                           "t0_epoch_s": round(time.time() - time.monotonic() + outcome.t0, 6)}
@@ -416,7 +465,7 @@ def _message_rows(o: Outcome) -> list[list]:
 
 
 def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome, summary: dict,
-              agents_samples: dict, links: list[dict], controller: dict, fidelity: dict, *,
+              agents_samples: dict, links: list[dict], controller: dict, fidelity: dict, marks: dict, *,
               datapath: tuple[str, str]) -> dict:
     topo = scenario.topology
     events = [{k: v for k, v in record.items() if not k.startswith("_")} for record in outcome.fired]
@@ -433,6 +482,7 @@ def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome
         "transport": scenario.transport, "routing": scenario.routing,
         "datapath": datapath[0], "datapath_detail": datapath[1], "seed": scenario.seed,
         "transport_options": effective_options(scenario),
+        "status": "duration_limit" if outcome.aborted else "completed",
         "started_at": started_at, "duration_s": round(outcome.t_end - outcome.t0, 6),
         "steps": outcome.steps,
         "summary": summary,
@@ -440,6 +490,7 @@ def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome
         "unfired_events": outcome.unfired,
         "ev_changes": outcome.ev_changes,
         "series": results.series(outcome.sample_times, agents_samples),
+        "recovery": results.recovery(marks, outcome.t0),
         "links": links,
         "controller": controller,
         "fidelity": fidelity,
@@ -452,6 +503,6 @@ def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome
                                     f"ended at {outcome.t_end - outcome.t0:.3g} s", "ok": False})
     if outcome.aborted:
         checks.insert(0, {"name": "duration_limit", "expected": scenario.duration_limit_s,
-                          "actual": outcome.aborted, "ok": False})
+                          "actual": outcome.aborted, "unit": "s", "ok": False})
     doc["expectations"] = checks
     return doc

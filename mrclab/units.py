@@ -66,3 +66,19 @@ def format_size(n: int) -> str:
         if n >= scale and n % scale == 0:
             return f"{n // scale}{unit}"
     return str(n)
+
+
+def format_seconds(s: float) -> str:
+    """0.05 -> ``50 ms``; 2.5 -> ``2.5 s``; 3e-5 -> ``30 µs``: three significant figures at most."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(s) >= scale or unit == "µs":
+            return f"{s / scale:.3g} {unit}"
+    return f"{s:g} s"
+
+
+def format_bytes(n: float) -> str:
+    """24117248 -> ``23.0 MiB``: one decimal in the largest binary unit that keeps the number above 1."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"

@@ -54,6 +54,10 @@ from .loop import TIMER_GRANULARITY, Reactor
 from .payload import Payloads
 
 RECV_BATCH = 64
+RECOVERY_KEYS = ("trimmed", "retransmitted", "timeouts")
+MARK_BIN_S = 0.001
+"""When each of RECOVERY_KEYS grew, in bins of MARK_BIN_S of the monotonic clock, so the report plots
+loss recovery at the time it happened rather than at the runner's 0.25 s samples."""
 RCVBUF = 8 << 20
 PLANE_SNDBUF = 32 << 10
 """Requested SO_SNDBUF of a plane socket. The kernel doubles it and charges each datagram its
@@ -100,7 +104,7 @@ def _udp_socket(address: tuple, sndbuf: int | None) -> socket.socket:
 class _Link:
     """One connection with one peer, and what the datapath keeps beside it."""
 
-    __slots__ = ("peer", "conn", "evs", "addrs", "timer", "queued", "sending")
+    __slots__ = ("peer", "conn", "evs", "addrs", "timer", "queued", "sending", "recovery")
 
     def __init__(self, peer: int, conn: Connection, evs: list[int]) -> None:
         self.peer = peer
@@ -110,6 +114,7 @@ class _Link:
         self.timer: float | None = None
         self.queued = False  # in the datapath's dirty list
         self.sending = False  # this end has posted messages on it
+        self.recovery = (0, 0, 0)  # RECOVERY_KEYS as last seen
 
 
 class MrcDatapath:
@@ -143,6 +148,7 @@ class MrcDatapath:
         self._retry_at: float | None = None
         self._busy: set[_Link] = set()  # links with messages in flight: they share the host's pacing rate
         self._reactor: Reactor | None = None
+        self._marks: dict[str, dict[int, int]] = {key: {} for key in RECOVERY_KEYS}
         self.counters = dict(messages_sent=0, bytes_sent=0, bytes_verified=0, verify_failures=0,
                              send_retries=0, socket_errors=0, strangers=0)
 
@@ -245,6 +251,10 @@ class MrcDatapath:
             events = conn.pop_events()
             if events:
                 self._dispatch(link, events)
+            c = conn.counters
+            seen = (c.trimmed, c.retransmitted, c.timeouts)
+            if seen != link.recovery:
+                self._note_recovery(link, seen, now)
             timer = conn.next_timer()
             if timer != link.timer:
                 link.timer = timer
@@ -349,6 +359,14 @@ class MrcDatapath:
             self._busy.discard(link)
             self._share_pacing()
 
+    def _note_recovery(self, link: _Link, seen: tuple, now: float) -> None:
+        slot = int(now / MARK_BIN_S)
+        for key, new, old in zip(RECOVERY_KEYS, seen, link.recovery):
+            if new != old:
+                bins = self._marks[key]
+                bins[slot] = bins.get(slot, 0) + new - old
+        link.recovery = seen
+
     def _share_pacing(self) -> None:
         """The pacing rate is the host's line rate: connections sending at once split it evenly, as a
         NIC's scheduler would, so that together they never outrun the NICs into the host backlog."""
@@ -369,10 +387,12 @@ class MrcDatapath:
                         "reason": "payload_mismatch", "t": now})
 
     def stats(self) -> dict:
-        """Counters summed over connections, EV states and last DATA send per (peer, EV) of sending ones."""
+        """Counters summed over connections; EV states, last DATA send and DATA packets per (peer, EV) of
+        sending ones."""
         totals: dict[str, int] = {}
         ev_states = {state.name: 0 for state in EvState}
         last_send: dict[str, dict[str, float]] = {}
+        ev_sent: dict[str, dict[str, int]] = {}  # peer -> EV -> DATA packets, over connections
         rtts = []
         hist: dict[int, int] = {}
         for link in self._links.values():
@@ -382,11 +402,15 @@ class MrcDatapath:
             if not link.sending:
                 continue
             per_ev = last_send.setdefault(str(link.peer), {})
+            sent = ev_sent.setdefault(str(link.peer), {})
             for ev in link.evs:
                 ev_states[conn.ev_state(ev).name] += 1
                 t = conn.ev_last_send(ev)
                 if t is not None and t > per_ev.get(str(ev), 0.0):
                     per_ev[str(ev)] = t
+                n = conn.ev_sent(ev)
+                if n:
+                    sent[str(ev)] = sent.get(str(ev), 0) + n
             if conn.min_rtt is not None:
                 rtts.append(conn.min_rtt)
             for bucket, n in conn.rtt_histogram.items():
@@ -415,7 +439,10 @@ class MrcDatapath:
             counters[name] = totals.get(name, 0)
         for name in ("verify_failures", "send_retries", "socket_errors", "strangers"):
             counters[name] = own[name]
-        return {"counters": counters, "ev_states": ev_states, "last_send": last_send,
+        marks = {key: {str(slot): n for slot, n in bins.items()} for key, bins in self._marks.items() if bins}
+        self._marks = {key: {} for key in RECOVERY_KEYS}  # each stats reply carries what is new since the last
+        return {"counters": counters, "ev_states": ev_states, "last_send": last_send, "ev_sent": ev_sent,
+                "marks": marks,
                 "base_rtt_s": min(rtts) if rtts else None, "rtt_hist": {str(b): n for b, n in hist.items()}}
 
     def close(self) -> None:

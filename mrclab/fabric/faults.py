@@ -91,9 +91,11 @@ class Faults:
     def link_counters(self) -> list[dict[str, Any]]:
         """One row per link direction, as results.json `links` wants it: what left `from` towards `to`.
 
-        `drops` include what was sent into the cable while it was cut. `emulator_drops` are packets
-        the emulator itself failed to send (see `_lost`): not the emulated network's, they make a run
-        untrustworthy."""
+        `drops` is every packet the emulated link dropped, split into `queue_drops` (its queue
+        overflowed), `loss_drops` (a `loss` fault), `blackhole_drops` (a `blackhole` fault) and
+        `down_drops` (sent into the cable while it was cut, as far as the datapath counts them; see
+        `_lost`). `emulator_drops` are packets the emulator itself failed to send: not the emulated
+        network's, they make a run untrustworthy."""
         rows = []
         ports = {self.layout.ifname(node, peer): (link, node, peer) for link in self.topology.links
                  for node, peer in ((link.a, link.b), (link.b, link.a))}
@@ -101,8 +103,11 @@ class Faults:
         for ifname, (link, node, peer) in ports.items():
             c = self.egress.counters(ifname)
             dead, emulator = lost.get(ifname, (0, 0))
+            down = c.cut_drops + dead
             rows.append({"link": link.name, "from": node, "to": peer, "tx_packets": c.tx_packets,
-                         "tx_bytes": c.tx_bytes, "drops": c.drops + c.cut_drops + dead, "trims": c.trims,
+                         "tx_bytes": c.tx_bytes, "drops": c.drops + c.loss_drops + c.blackhole_drops + down,
+                         "queue_drops": c.drops, "loss_drops": c.loss_drops, "blackhole_drops": c.blackhole_drops,
+                         "down_drops": down, "trims": c.trims,
                          "emulator_drops": emulator, "queued_s": round(c.queued_ns * 1e-9, 6)})
         return rows
 

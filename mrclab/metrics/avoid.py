@@ -33,6 +33,34 @@ def path_hits(topo: Topology, target: str, src: int, dst: int, plane: int, spine
     return upper[2] == spine and lower[2] in (leaf_s, leaf_d)
 
 
+def dead_hop(topo: Topology, target: str, src: int, dst: int, plane: int, spine: int) -> tuple[str, str] | None:
+    """(from, to) of the link direction where a packet on this path first meets the downed `target`, or
+    None when the path does not cross it: the sender's side of the fault (going up) before the receiver's."""
+    if not path_hits(topo, target, src, dst, plane, spine):
+        return None
+    host_s, host_d = topo.host_names[src], topo.host_names[dst]
+    leaf_s, leaf_d = (f"p{plane}l{topo.plan.leaf_of(n)}" for n in (src, dst))
+    hops = [(host_s, leaf_s), (leaf_s, f"p{plane}s{spine}"), (f"p{plane}s{spine}", leaf_d), (leaf_d, host_d)]
+    if topo.has_switch(target):
+        return next(hop for hop in hops if hop[1] == target)
+    ends = set(topo.link(target).name.split("-"))
+    return next(hop for hop in hops if set(hop) == ends)
+
+
+def sent_into(topo: Topology, target: str, before: dict, after: dict) -> dict[tuple[str, str], int]:
+    """DATA packets senders put on paths through `target` between two snapshots of their per-EV counts
+    (`[src][dst][ev]`), by the link direction where each met the fault."""
+    out: dict[tuple[str, str], int] = {}
+    for src, peers in after.items():
+        for dst, evs in peers.items():
+            for ev, n in evs.items():
+                hop = dead_hop(topo, target, src, dst, *topo.plan.ev_path(ev))
+                sent = n - before.get(src, {}).get(dst, {}).get(ev, 0)
+                if hop is not None and sent > 0:
+                    out[hop] = out.get(hop, 0) + sent
+    return out
+
+
 def avoid_seconds(topo: Topology, target: str, fault_t: float,
                   last_send: dict[int, dict[int, dict[int, float]]]) -> float | None:
     """Max over senders of (last send on an affected EV) - fault time; 0 if nothing was sent after.
@@ -58,6 +86,8 @@ def revive_seconds(topo: Topology, target: str, repaired_t_s: float, ev_changes:
         if change["t_s"] < repaired_t_s or change["old"] != "ASSUMED_BAD" or change["new"] != "GOOD":
             continue
         plane, spine = topo.plan.ev_path(change["ev"])
-        if path_hits(topo, target, topo.host_index(change["host"]), change["peer"], plane, spine):
+        peer = change["peer"]  # a host name (an index in older results)
+        if path_hits(topo, target, topo.host_index(change["host"]),
+                     topo.host_index(peer) if isinstance(peer, str) else peer, plane, spine):
             return change["t_s"] - repaired_t_s
     return None

@@ -78,6 +78,43 @@ def _thread_ticks(pids: dict[int, str]) -> dict[str, int]:
     return out
 
 
+OUTSIDE_PCT = 10.0  # a process outside the lab that used this much of a core is named in the notes
+
+
+def _process_ticks() -> dict[int, tuple[int, str, int]]:
+    """pid -> (utime+stime, command name, parent pid) of every process on the machine."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        name, rest = raw[raw.index("(") + 1:raw.rindex(")")], raw[raw.rindex(")") + 2:].split()
+        out[int(entry)] = (int(rest[11]) + int(rest[12]), name, int(rest[1]))
+    return out
+
+
+def outside_processes(before: dict, after: dict, lab: set[int], elapsed_s: float) -> list[dict]:
+    """The processes outside the lab (neither `lab` nor descended from this one) that used at least
+    OUTSIDE_PCT of a core while the workload ran, busiest first."""
+    def in_lab(pid: int) -> bool:
+        seen = set()
+        while pid > 1 and pid not in seen:
+            if pid in lab or pid == os.getpid():
+                return True
+            seen.add(pid)
+            pid = after.get(pid, (0, "", 0))[2]
+        return False
+    out = []
+    for pid, (ticks, name, _) in after.items():
+        pct = 100.0 * (ticks - before.get(pid, (0,))[0]) / TICKS / elapsed_s
+        if pct >= OUTSIDE_PCT and not in_lab(pid):
+            out.append({"pid": pid, "name": name, "cpu_pct": round(pct, 1)})
+    return sorted(out, key=lambda p: -p["cpu_pct"])
+
+
 @dataclass
 class CpuSampler:
     """Start before the workload, stop after; pids maps process id -> label (e.g. 'ovs-vswitchd', 'agent h3')."""
@@ -88,6 +125,7 @@ class CpuSampler:
 
     def start(self) -> None:
         self._start = (time.monotonic(), _machine_ticks(), _thread_ticks(self.pids))
+        self._processes = _process_ticks()
         self._windows = 0
         self._saturated: dict[str, int] = {}
         self._done = threading.Event()
@@ -122,7 +160,9 @@ class CpuSampler:
                 hottest, hottest_pct = key, pct
         share = max(self._saturated.values(), default=0) / self._windows if self._windows else 0.0
         most = max(self._saturated, key=self._saturated.get, default=hottest)
-        self._result = verdict(machine, hottest, hottest_pct, emulator_drops, goodput_fraction, most, share, latency)
+        outside = outside_processes(self._processes, _process_ticks(), set(self.pids), elapsed)
+        self._result = verdict(machine, hottest, hottest_pct, emulator_drops, goodput_fraction, most, share, latency,
+                               outside=outside)
         return self._result
 
 
@@ -131,7 +171,7 @@ NETWORK_BUSY_FRACTION = 0.7
 
 def verdict(machine_pct: float, hottest: str | None, hottest_pct: float, emulator_drops: int = 0,
             goodput_fraction: float | None = None, saturated_thread: str | None = None,
-            saturated_share: float = 0.0, latency: dict | None = None) -> dict:
+            saturated_share: float = 0.0, latency: dict | None = None, outside: list[dict] = ()) -> dict:
     """A busy CPU alone does not prove the CPU set the pace: ovs-vswitchd's one forwarding thread
     polls ~200 ports and stays busy at any link rate. It did when the CPU was saturated *and* the
     workload got well short of what the emulated links allow (`goodput_fraction`, the ideal
@@ -148,10 +188,12 @@ def verdict(machine_pct: float, hottest: str | None, hottest_pct: float, emulato
         saturated.append(f"thread {saturated_thread} saturated (>= {SATURATED_PCT:.0f}% of a core) in "
                          f"{saturated_share:.0%} of {WINDOW_S:g} s windows (limit {SATURATED_SHARE:.0%})")
     network_busy = goodput_fraction is not None and goodput_fraction >= NETWORK_BUSY_FRACTION
+    others = ", ".join(f"{p['name']} (pid {p['pid']}) {p['cpu_pct']:.0f}%" for p in outside[:4])
+    advice = (f"stop what else runs on this machine ({others}) or run again when it is idle" if others
+              else "lower link rates or fewer hosts")
     if saturated and not network_busy:
         reach = "" if goodput_fraction is None else f" while the workload reached only {goodput_fraction:.0%} of line rate"
-        notes.append("; ".join(saturated) + reach + ": the CPU, not the emulated network, set the pace; "
-                     "lower link rates or fewer hosts")
+        notes.append("; ".join(saturated) + reach + f": the CPU, not the emulated network, set the pace; {advice}")
     if latency is not None:
         split = (f"RTT under load {latency['rtt_mean_s'] * 1e3:.1f} ms on average: {latency['base_s'] * 1e3:.1f} ms "
                  f"base, {latency['links_s'] * 1e3:.1f} ms queueing in the emulated links, "
@@ -159,16 +201,20 @@ def verdict(machine_pct: float, hottest: str | None, hottest_pct: float, emulato
         if cpu_delayed:
             notes.append(split + f" (limit {EMULATOR_SHARE_LIMIT:.0%} of the RTT): the CPU, not the emulated "
                                  "network, set the round trip, so reaction times (avoid_s) and the congestion "
-                                 "window are the CPU's; lower link rates or fewer hosts")
+                                 f"window are the CPU's; {advice}")
     ok = not notes
     if ok:
-        notes.append(f"machine CPU {machine_pct:.0f}% busy, hottest thread {hottest or '-'} at {hottest_pct:.0f}%"
-                     f" (saturated in {saturated_share:.0%} of windows)"
-                     + (f", network {goodput_fraction:.0%} of line rate" if goodput_fraction is not None else "")
-                     + ": the emulated network, not the CPU, set the pace")
+        notes.append(f"no sign that the CPU limited this run: machine CPU {machine_pct:.0f}% busy, hottest thread "
+                     f"{hottest or '-'} at {hottest_pct:.0f}% of a core, saturated in {saturated_share:.0%} of "
+                     f"{WINDOW_S:g} s windows"
+                     + (f"; the workload used {goodput_fraction:.0%} of line rate, the rest is the transport's and "
+                        "the workload's own pace (windows, step barriers)" if goodput_fraction is not None else ""))
         if latency is not None:
             notes.append(split)
+    if others:
+        notes.append(f"busy outside the lab while the workload ran: {others} (% of a core)")
     return {"cpu_busy_pct": round(machine_pct, 1), "hottest_thread": hottest,
             "hottest_thread_pct": round(hottest_pct, 1), "saturated_thread": saturated_thread,
             "saturated_share": round(saturated_share, 3), "emulator_drops": emulator_drops,
-            **({"latency": latency} if latency is not None else {}), "ok": ok, "notes": notes}
+            **({"latency": latency} if latency is not None else {}), "outside_processes": list(outside),
+            "ok": ok, "notes": notes}

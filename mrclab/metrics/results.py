@@ -1,10 +1,11 @@
-"""results.json (schema mrclab.results/v1, SPEC.md), steps.csv and events.csv from a run's raw record."""
+"""results.json (schema mrclab.results/v1, docs/spec.md), steps.csv and events.csv from a run's raw record."""
 from __future__ import annotations
 
 import csv
 import json
 from pathlib import Path
 
+from ..agent.mrc import MARK_BIN_S
 from ..transport.cc import rtt_quantile
 
 SCHEMA = "mrclab.results/v1"
@@ -62,6 +63,27 @@ def summary(outcome, agent_stats: dict[str, dict]) -> dict:
     }
 
 
+DROP_KEYS = ("queue_drops", "loss_drops", "blackhole_drops", "down_drops")
+
+
+def with_sends_into_faults(links: list[dict], sent: dict[tuple[str, str], int]) -> list[dict]:
+    """`down_drops` of each link direction: the larger of what OVS counted as sent into the downed cable and
+    what the senders put on paths that met the fault there (both undercount: OVS rarely counts a failed
+    send; the senders' count covers only MRC over static source routing, where an EV fixes the path)."""
+    out = []
+    for link in links:
+        n = sent.get((link["from"], link["to"]), 0)
+        if n > link.get("down_drops", 0):
+            link = {**link, "drops": link["drops"] - link.get("down_drops", 0) + n, "down_drops": n}
+        out.append(link)
+    return out
+
+
+def link_drops(links: list[dict]) -> dict:
+    """Packets the emulated links dropped, by cause, summed over every link direction."""
+    return {key: sum(link.get(key, 0) for link in links) for key in DROP_KEYS}
+
+
 def series(sample_times: dict[int, float], samples: dict[int, dict[str, dict]]) -> list[dict]:
     """Counters and EV states summed over agents, one row per complete sampling round."""
     rows = []
@@ -77,6 +99,13 @@ def series(sample_times: dict[int, float], samples: dict[int, dict[str, dict]]) 
         row["ev_states"] = states
         rows.append(row)
     return rows
+
+
+def recovery(marks: dict[str, dict[int, int]], t0: float, slot_s: float = MARK_BIN_S) -> dict:
+    """{counter: [[t_s, count], ...]}: when trims, retransmissions and timeouts happened, to the agents'
+    millisecond (the start of each slot, in seconds since the workload started)."""
+    return {key: [[round(slot * slot_s - t0, 6), n] for slot, n in sorted(bins.items())]
+            for key, bins in marks.items()}
 
 
 def write(out_dir: Path, doc: dict) -> None:
@@ -98,3 +127,17 @@ def write_messages(out_dir: Path, rows: list[list]) -> None:
         writer = csv.writer(f)
         writer.writerow(["step", "src", "dst", "bytes", "posted_s", "delivered_s", "status"])
         writer.writerows(rows)
+
+
+def write_unfinished(out_dir: Path, *, status: str, error: str, run_id: str, started_at: str, scenario,
+                     overrides: dict) -> None:
+    """results.json of a run that failed or was interrupted before it had results: what ran, and why it
+    stopped, so `mrclab report` can say so."""
+    topo = scenario.topology
+    doc = {"schema": SCHEMA, "run_id": run_id, "status": status, "error": error,
+           "scenario": {"name": scenario.name, "file": scenario.source},
+           "topology": {"name": topo.name, "planes": topo.planes, "leaves": topo.leaves, "spines": topo.spines,
+                        "hosts": topo.hosts},
+           "transport": scenario.transport, "routing": scenario.routing, "seed": scenario.seed,
+           "started_at": started_at, "overrides": overrides}
+    (out_dir / "results.json").write_text(json.dumps(doc, indent=2) + "\n")

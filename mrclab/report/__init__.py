@@ -30,16 +30,19 @@ PLOTS = (
              plots.step_time),
     PlotSpec("report-link-utilisation.png", "Leaf-spine link utilisation per plane",
              "Average load of every leaf-spine link over the workload, per direction; spraying should look "
-             "even, ECMP collisions show as hot cells. Host links are not shown.",
+             "even, ECMP collisions show as hot cells. Letters count packets trimmed (T), dropped by a full queue "
+             "or a downed link (D), lost to a loss fault (L) or a blackhole (B). Host links are not shown.",
              plots.link_utilisation),
     PlotSpec("report-ev-states.png", "EV states over time",
-             "Entropy values per state, summed over all connections; triangles mark EVs retired and revived.",
+             "Entropy values per state, summed over all connections, changing at the exact time of each "
+             "transition (ev_changes); triangles mark EVs retired and revived.",
              plots.ev_states),
     PlotSpec("report-completion-cdf.png", "Message completion times",
              "CDF of delivered - posted for every delivered message (messages.csv).",
              plots.completion_cdf),
     PlotSpec("report-recovery.png", "Trims, retransmissions and timeouts over time",
-             "Per-interval rates of the senders' cumulative counters (sampled every 0.25 s).",
+             "Rates over all senders, from the millisecond each trim, retransmission and timeout happened, in bins "
+             "of a quarter of a step (kernel TCP: averages over its 0.25 s counter samples).",
              plots.recovery_counters),
 )
 

@@ -6,9 +6,11 @@ stays identifiable.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import ScalarFormatter
 from rich.markup import escape
 from rich.table import Table
 
@@ -27,6 +29,26 @@ def load_all(dirs: list[str]) -> list[Run]:
     return runs
 
 
+def warnings(runs: list[Run]) -> list[str]:
+    """What makes the comparison less than like for like: other scenarios, other fabrics, runs not to be trusted."""
+    out = []
+    for what, key in (("scenarios", lambda r: r.name), ("topologies", lambda r: r.results["topology"]["name"])):
+        values = sorted({key(r) for r in runs})
+        if len(values) > 1:
+            out.append(f"the runs are of different {what} ({', '.join(values)}): not like for like")
+    for r in runs:
+        if not r.results["fidelity"]["ok"]:
+            out.append(f"{r.label}: fidelity NOT OK, the host machine limited that run (see its report)")
+        if r.results.get("status", "completed") != "completed":
+            out.append(f"{r.label}: the run did not complete ({r.results['status']})")
+    return out
+
+
+def default_plot_path(runs: list[Run]) -> Path:
+    """compare.png next to the runs: in the folder that holds them all."""
+    return Path(os.path.commonpath([str(r.dir.resolve().parent) for r in runs])) / "compare.png"
+
+
 def headlines(runs: list[Run]) -> list[dict]:
     return [summary.headline(r) for r in runs]
 
@@ -35,8 +57,8 @@ def table(runs: list[Run]) -> Table:
     hs = headlines(runs)
     t = Table(title="mrclab compare", show_lines=False)
     t.add_column("metric")
-    for i, h in enumerate(hs):
-        t.add_column(escape(f"run {i + 1}\n{h['label']}"), justify="right")
+    for h in hs:
+        t.add_column(escape(h["label"].replace(" · ", "\n")), justify="right")
     for row in summary.ROWS:
         worst = summary.worst_index(row, hs)
         cells = [escape(row.text(h)) for h in hs]
@@ -45,28 +67,44 @@ def table(runs: list[Run]) -> Table:
     return t
 
 
+def _spread(values: list[float]) -> bool:
+    """Whether values differ by 10x or more: then a log axis keeps the smaller ones readable."""
+    positive = [v for v in values if v > 0]
+    return len(positive) > 1 and max(positive) / min(positive) >= 10
+
+
 def figure(runs: list[Run]) -> Figure:
-    """Step time of every run on one time axis (faults dashed in the run's colour), and bars of p100 and goodput."""
-    fig = Figure(figsize=(11, 8), layout="constrained")
-    grid = fig.add_gridspec(2, 2, height_ratios=(3, 2))
+    """Step time of every run on one time axis (faults dashed in the run's colour), and bars of p100 and goodput.
+
+    Runs are named by their labels (scenario · transport · routing), legends sit outside the data, and an
+    axis whose runs differ by 10x or more is logarithmic.
+    """
+    fig = Figure(figsize=(11, 8.5), layout="constrained")
+    grid = fig.add_gridspec(2, 2, height_ratios=(3, 2.2))
     ax = fig.add_subplot(grid[0, :])
     span = max(plots.time_span(r) for r in runs)
+    durations = []
     for i, run in enumerate(runs):
         colour = RUN_COLOURS[i % len(RUN_COLOURS)]
         steps = run.results["steps"]
+        durations += [s["duration_s"] * 1e3 for s in steps]
         ax.plot([s["start_s"] for s in steps], [s["duration_s"] * 1e3 for s in steps], marker="o", ms=3, lw=1.2,
-                drawstyle="steps-post", color=colour, label=f"run {i + 1}: {run.label}")
+                drawstyle="steps-post", color=colour, label=run.label)
         plots.mark_events(ax, run.results["events"], span, colour=colour, labels=False)
     ax.set_xlim(0, span)
-    ax.set_ylim(bottom=0)
+    if _spread(durations):
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+    else:
+        ax.set_ylim(bottom=0)
     ax.set_xlabel("step start (s since workload start)")
-    ax.set_ylabel("step duration (ms)")
+    ax.set_ylabel("step duration (ms)" + (", log scale" if ax.get_yscale() == "log" else ""))
     ax.set_title("Step time over time (dashed: faults, shaded: outages, in each run's colour)")
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncols=min(len(runs), 3), fontsize=8)
     hs = headlines(runs)
     colours = [RUN_COLOURS[i % len(RUN_COLOURS)] for i in range(len(runs))]
-    names = [f"run {i + 1}" for i in range(len(runs))]
+    names = [h["label"].replace(" · ", "\n") for h in hs]
     p100 = [h["step_time_s"]["p100"] * 1e3 for h in hs]
     goodput = [h["goodput_bps"] / 1e6 for h in hs]
     for col, (values, texts, ylabel, title) in enumerate((
@@ -74,8 +112,13 @@ def figure(runs: list[Run]) -> Figure:
             (goodput, [f"{v:.1f} ({h['goodput_fraction'] * 100:.0f}% of ideal)" for v, h in zip(goodput, hs)],
              "goodput (Mbit/s)", "Goodput"))):
         bar_ax = fig.add_subplot(grid[1, col])
-        bars = bar_ax.bar(names, values, color=colours)
+        bars = bar_ax.bar(range(len(runs)), values, color=colours)
+        bar_ax.set_xticks(range(len(runs)), names, fontsize=7)
         bar_ax.bar_label(bars, labels=texts, fontsize=8)
+        if _spread(values):
+            bar_ax.set_yscale("log")
+            bar_ax.yaxis.set_major_formatter(ScalarFormatter())
+            ylabel += ", log scale"
         bar_ax.set_ylabel(ylabel)
         bar_ax.set_title(title)
         bar_ax.margins(y=0.15)
@@ -84,4 +127,4 @@ def figure(runs: list[Run]) -> Figure:
 
 
 def document(runs: list[Run], plot_path: Path) -> dict:
-    return {"runs": headlines(runs), "plot": str(plot_path)}
+    return {"runs": headlines(runs), "plot": str(plot_path), "warnings": warnings(runs)}

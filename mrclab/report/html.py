@@ -10,6 +10,9 @@ import base64
 from dataclasses import dataclass
 from html import escape
 
+from ..metrics import expectations
+from ..metrics.results import DROP_KEYS
+from ..units import format_bytes
 from . import summary
 from .plots import event_text, rate_text
 from .run import Run
@@ -23,7 +26,7 @@ h1 { margin-bottom: 0.2em; } .sub { color: #555; margin-top: 0; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.92em; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.7em; text-align: left; vertical-align: top; }
 th { background: #f2f2f2; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.ok { color: #1e7e1e; font-weight: 600; } .failed { color: #c00; font-weight: 700; }
+.ok { color: #1e7e1e; font-weight: 600; } .failed { color: #c00; font-weight: 700; } .na { color: #777; }
 figure { margin: 1em 0 2em; } figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { color: #555; font-size: 0.9em; } .missing { color: #777; font-style: italic; }
 """
@@ -47,11 +50,23 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _verdict(ok: bool) -> str:
-    return '<span class="ok">ok</span>' if ok else '<span class="failed">FAILED</span>'
+def _verdict(check: dict) -> str:
+    word = escape(summary.verdict_text(check))
+    return {True: f'<span class="ok">{word}</span>', False: f'<span class="failed">{word}</span>'}.get(
+        check["ok"], f'<span class="na">{word}</span>')
 
 
 def _banners(run: Run) -> str:
+    r = run.results
+    status = r.get("status", "completed")
+    if status != "completed":
+        why = f": {r['error']}" if r.get("error") else ""
+        return f'<div class="banner bad">This run did not complete ({escape(status)}{escape(why)}); what it ' \
+               f'recorded before it stopped is below.</div>' + _verdicts(run)
+    return _verdicts(run)
+
+
+def _verdicts(run: Run) -> str:
     r = run.results
     fid = r["fidelity"]
     notes = "".join(f"<li>{escape(n)}</li>" for n in fid.get("notes", []))
@@ -61,7 +76,7 @@ def _banners(run: Run) -> str:
     else:
         out = f'<div class="banner bad">Fidelity NOT OK: the host machine, not the emulated network, limited ' \
               f'this result; do not read it as the transport\'s behaviour.<ul>{notes}</ul></div>'
-    failed = [c for c in r["expectations"] if not c["ok"]]
+    failed = expectations.failed(r["expectations"])
     if failed:
         names = ", ".join(escape(c["name"]) for c in failed)
         out += f'<div class="banner warn">{len(failed)} of {len(r["expectations"])} expectations FAILED: ' \
@@ -75,11 +90,14 @@ def _summary_table(run: Run) -> str:
     p = s["packets"]
     rows = [[escape(row.label), escape(row.text(h))] for row in summary.ROWS]
     rows += [["messages sent / completed / failed", "{sent} / {completed} / {failed}".format(**s["messages"])],
-             ["bytes sent / delivered / verified", "{sent} / {delivered} / {verified}".format(**s["bytes"])],
+             ["bytes sent / delivered / verified", " / ".join(format_bytes(s["bytes"][k])
+                                                             for k in ("sent", "delivered", "verified"))],
              ["packets data / retx / trimmed / timeouts / nacks / probes",
               " / ".join(str(p.get(k, 0)) for k in ("data_sent", "retransmitted", "trimmed", "timeouts", "nacks",
                                                     "probes"))],
-             ["RTT", escape(summary.rtt_text(s))]]
+             ["RTT", escape(summary.rtt_text(s))],
+             ["link drops: queue / loss / blackhole / link down",
+              " / ".join(str(s.get("link_drops", {}).get(k, 0)) for k in DROP_KEYS)]]
     return _table(["metric", "value"], rows)
 
 
@@ -88,7 +106,7 @@ def _expectations_table(run: Run) -> str:
     if not checks:
         return '<p class="missing">The scenario sets no expectations.</p>'
     return _table(["check", "expected", "actual", "verdict"],
-                  [[escape(c["name"]), escape(str(c["expected"])), escape(summary.actual_text(c)), _verdict(c["ok"])]
+                  [[escape(c["name"]), escape(expectations.bound_text(c)), escape(summary.actual_text(c)), _verdict(c)]
                    for c in checks])
 
 
@@ -140,7 +158,16 @@ def _figure(p: Picture) -> str:
 def render(run: Run, pictures: list[Picture]) -> str:
     r = run.results
     t = r["topology"]
-    description = run.scenario.get("description") or ""
+    overrides = summary.overrides_text(run)
+    prose = run.scenario.get("description") or ""
+    description = f"<p><b>What ran:</b> {escape(summary.what_ran(run))}"
+    if overrides:
+        description += f" Changed from the scenario file with <code>--set {escape(overrides)}</code>, so its " \
+                       f"description does not apply as written.</p>"
+    elif prose:
+        description += f"</p><p><b>The scenario:</b> {escape(prose)}</p>"
+    else:
+        description += "</p>"
     seed = "-" if r["seed"] is None else r["seed"]
     sub = (f"{escape(r['transport'])} over {escape(r['routing'])} on {escape(t['name'])} "
            f"({t['planes']} planes × {t['leaves']} leaves × {t['spines']} spines, {t['hosts']} hosts) · "
@@ -150,14 +177,14 @@ def render(run: Run, pictures: list[Picture]) -> str:
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>mrclab report: {escape(run.name)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{escape(run.name)}</h1>", f'<p class="sub">{sub}</p>',
-        f"<p>{escape(description)}</p>" if description else "",
+        description,
         _banners(run),
         "<h2>Summary</h2>", _summary_table(run),
         "<h2>Expectations</h2>", _expectations_table(run),
         "<h2>Plots</h2>", *(_figure(p) for p in pictures),
         "<h2>Fault timeline</h2>", _events_table(run),
         "<h2>Settings (resolved scenario.yaml)</h2>", _settings_table(run),
-        f'<p class="sub">Run directory: {escape(str(run.dir))}</p>',
+        f'<p class="sub">Run directory: {escape(str(run.dir.resolve()))}</p>',
         "</body></html>",
     ]
     return "\n".join(p for p in parts if p) + "\n"

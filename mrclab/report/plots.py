@@ -32,6 +32,10 @@ COUNTER_COLOURS = {"trimmed": "#1f77b4", "retransmitted": "#ff7f0e", "timeouts":
 DPI = 110
 LABEL_FONT = 7
 PLANES_PER_ROW = 8
+TITLE_CHAR_IN = 0.08  # inches a character of a 10 pt title takes, at most
+MARKS = {"trims": (("trims",), "T"), "drops": (("queue_drops", "down_drops"), "D"), "loss": (("loss_drops",), "L"),
+         "blackhole": (("blackhole_drops",), "B")}
+"""What a heatmap cell counts besides utilisation: results.json link fields summed, and the cell's letter."""
 
 
 class NoData(Exception):
@@ -177,14 +181,16 @@ def step_time(run: Run) -> Figure:
         ax.axhline(ideal / len(steps) * 1e3, color=IDEAL_COLOUR, ls="--", lw=1,
                    label=f"ideal (line rate) {ideal / len(steps) * 1e3:.1f} ms")
     finish_timeline(ax, run, max(y + [st["p100"] * 1e3]), "step start (s since workload start)",
-                    "step duration (ms)", f"Step time: {run.label}  ({len(steps)} steps)")
+                    "step duration (ms)", f"Step time ({len(steps)} steps):\n{run.label}")
+    ax.title.set_fontsize(10)
     return fig
 
 
 # --- 2. link utilisation ----------------------------------------------------------------
 
 def utilisation_grids(run: Run) -> dict[tuple[int, str], dict[str, np.ndarray]]:
-    """{(plane, "up"|"down"): {"util", "trims", "drops"}}, each a leaves x spines array.
+    """{(plane, "up"|"down"): {"util", "trims", "drops", "loss", "blackhole"}}, each a leaves x spines array
+    ("drops" are queue overflows and sends into a downed cable; loss and blackhole faults count apart).
 
     Utilisation is tx_bytes * 8 / (fabric rate * workload time): the link's average load
     over the workload, so spraying shows as an even grid and ECMP collisions as hot cells.
@@ -195,7 +201,7 @@ def utilisation_grids(run: Run) -> dict[tuple[int, str], dict[str, np.ndarray]]:
     if not rate or not wall:
         raise NoData("the fabric link rate (scenario.yaml) or the workload time is unknown")
     shape = (topo["leaves"], topo["spines"])
-    grids = {(k, d): {"util": np.full(shape, np.nan), "trims": np.zeros(shape, int), "drops": np.zeros(shape, int)}
+    grids = {(k, d): {"util": np.full(shape, np.nan), **{key: np.zeros(shape, int) for key in MARKS}}
              for k in range(topo["planes"]) for d in ("up", "down")}
     for link in r["links"]:
         a, b = parse_node(link["from"]), parse_node(link["to"])
@@ -207,8 +213,8 @@ def utilisation_grids(run: Run) -> dict[tuple[int, str], dict[str, np.ndarray]]:
         if grid is None or leaf >= shape[0] or spine >= shape[1]:
             continue
         grid["util"][leaf, spine] = link["tx_bytes"] * 8 / (rate * wall)
-        grid["trims"][leaf, spine] = link.get("trims", 0)
-        grid["drops"][leaf, spine] = link.get("drops", 0)
+        for key, (fields, _) in MARKS.items():
+            grid[key][leaf, spine] = sum(link.get(f, 0) for f in fields)
     if all(np.isnan(g["util"]).all() for g in grids.values()):
         raise NoData("no leaf-spine link counters in results.json")
     return grids
@@ -230,8 +236,11 @@ def link_utilisation(run: Run) -> Figure:
     groups = -(-planes // columns)
     cell = min(0.55, 6.0 / max(leaves, spines))
     label_all = leaves * spines <= 64
-    fig = Figure(figsize=(max(7.0, columns * (spines * cell + 0.9) + 1.5), 2 * groups * (leaves * cell + 1.3) + 0.8),
-                 layout="constrained")
+    title = (f"Leaf-spine link utilisation: {run.label}\n"
+             "packets: T trimmed · D dropped (full queue, link down) · L loss fault · B blackhole")
+    title_width = TITLE_CHAR_IN * max(len(line) for line in title.splitlines()) + 0.5  # never cut a long label
+    fig = Figure(figsize=(max(7.0, title_width, columns * (spines * cell + 0.9) + 1.5),
+                          2 * groups * (leaves * cell + 1.3) + 0.8), layout="constrained")
     axes = fig.subplots(2 * groups, columns, squeeze=False)
     for k in range(planes, groups * columns):   # empty places after the last plane
         for offset in (0, 1):
@@ -244,12 +253,11 @@ def link_utilisation(run: Run) -> Figure:
             image = ax.imshow(util, cmap="YlOrRd", vmin=0, vmax=vmax, aspect="equal")
             for leaf in range(leaves):
                 for spine in range(spines):
-                    value, trims, drops = util[leaf, spine], g["trims"][leaf, spine], g["drops"][leaf, spine]
-                    if not (label_all or trims or drops):
+                    value, marks = util[leaf, spine], [(MARKS[key][1], g[key][leaf, spine]) for key in MARKS]
+                    if not (label_all or any(n for _, n in marks)):
                         continue
                     text = "n/a" if np.isnan(value) else f"{value:.0f}%"
-                    text += f"\nT{trims}" if trims else ""
-                    text += f"\nD{drops}" if drops else ""
+                    text += "".join(f"\n{letter}{n}" for letter, n in marks if n)
                     dark = not np.isnan(value) and value > 0.6 * vmax
                     ax.text(spine, leaf, text, ha="center", va="center", fontsize=6.5,
                             color="white" if dark else "black")
@@ -265,7 +273,7 @@ def link_utilisation(run: Run) -> Figure:
             ax.set_xlabel("spine", fontsize=8)
     rate = format_rate(run.link_rate_bps("fabric_rate"))
     fig.colorbar(image, ax=axes, shrink=0.8, label=f"utilisation (% of {rate} over the workload)")
-    fig.suptitle(f"Leaf-spine link utilisation: {run.label}   (T = trimmed, D = dropped packets)", fontsize=10)
+    fig.suptitle(title, fontsize=10)
     return fig
 
 
@@ -283,38 +291,84 @@ def ev_transitions(run: Run) -> tuple[list[float], list[float]]:
     return retired, revived
 
 
-def ev_states(run: Run) -> Figure:
-    """How many EVs (summed over connections) sit in each state over time, with retire/revive marks."""
+def ev_state_series(run: Run) -> tuple[list[float], dict[str, list[int]]]:
+    """How many EVs sit in each state, at 0 and at every transition in `ev_changes` (exact times).
+
+    Each EV (host, peer, ev) starts in the state its first change leaves; EVs that never changed
+    keep the state the first counter sample saw them in. Between two times the counts hold.
+    """
     r = run.results
-    series = r["series"]
-    if not series:
-        raise NoData("no sampled series (the run ended before the first 0.25 s sample)")
-    seen = {state for row in series for state in row.get("ev_states", {})}
-    if not seen:
-        raise NoData(f"no EV states were sampled (transport {r['transport']} keeps none)")
-    states = [s for s in EV_ORDER if s in seen] + sorted(seen - set(EV_ORDER))
-    t = [row["t_s"] for row in series]
-    counts = [[row.get("ev_states", {}).get(s, 0) for row in series] for s in states]
+    changes = sorted(r["ev_changes"], key=lambda c: c["t_s"])
+    state: dict[tuple, str] = {}
+    for c in changes:
+        state.setdefault((c["host"], str(c["peer"]), c["ev"]), str(c["old"]))
+    untouched: dict[str, int] = {}
+    if r["series"]:
+        first = r["series"][0]
+        at_first = dict(state)
+        for c in changes:
+            if c["t_s"] <= first["t_s"]:
+                at_first[(c["host"], str(c["peer"]), c["ev"])] = str(c["new"])
+        for name, n in first.get("ev_states", {}).items():
+            untouched[name] = max(0, n - sum(1 for v in at_first.values() if v == name))
+    counts = dict(untouched)
+    for name in state.values():
+        counts[name] = counts.get(name, 0) + 1
+    names = [s for s in EV_ORDER if s in counts or any(c["new"] == s for c in changes)]
+    names += sorted(({str(c["new"]) for c in changes} | set(counts)) - set(names))
+    times, series = [0.0], {name: [counts.get(name, 0)] for name in names}
+    for c in changes:
+        key = (c["host"], str(c["peer"]), c["ev"])
+        counts[state[key]] = counts.get(state[key], 0) - 1
+        state[key] = str(c["new"])
+        counts[state[key]] = counts.get(state[key], 0) + 1
+        t = max(c["t_s"], 0.0)
+        if times[-1] != t:
+            times.append(t)
+            for name in names:
+                series[name].append(series[name][-1])
+        for name in names:
+            series[name][-1] = counts.get(name, 0)
+    return times, series
+
+
+def ev_states(run: Run) -> Figure:
+    """How many EVs (summed over connections) sit in each state over time, with retire/revive marks.
+
+    Drawn from the exact transition times (`ev_changes`), not from the 0.25 s counter samples.
+    A single-path run has one EV per connection, so the picture says so in its title.
+    """
+    r = run.results
+    if not r["ev_changes"]:
+        if r["transport"] == "tcp":
+            raise NoData("kernel TCP keeps no EVs: it sends each flow on the one path ECMP hashes it to")
+        raise NoData("no EV changed state during the run")
+    times, counts = ev_state_series(run)
+    span = time_span(run)
+    t = times + [span]
+    states = list(counts)
+    stacked = [counts[s] + counts[s][-1:] for s in states]
     fig = Figure(figsize=(10, 6.5), layout="constrained")
     ax, low = fig.subplots(2, 1, sharex=True, height_ratios=(2, 1.3))
-    ax.stackplot(t, counts, labels=states, colors=[EV_COLOURS.get(s, "#7f7f7f") for s in states], alpha=0.85,
+    ax.stackplot(t, stacked, labels=states, colors=[EV_COLOURS.get(s, "#7f7f7f") for s in states], alpha=0.85,
                  step="post")
-    span = time_span(run)
-    headroom(ax, max(sum(column) for column in zip(*counts)), mark_events(ax, r["events"], span))
+    headroom(ax, max(sum(column) for column in zip(*stacked)), mark_events(ax, r["events"], span))
     ax.set_ylabel("EVs in each state\n(stacked)")
-    ax.set_title(f"EV states over time, summed over connections: {run.label}")
+    single = (" (single-path: one EV per connection,\nwith no other path to move to)"
+              if r["transport"] == "single-path" else "")
+    ax.set_title(f"EV states over time, summed over connections{single}:\n{run.label}", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     worst = 0
-    for state, column in zip(states, counts):
+    for state, column in zip(states, stacked):
         if state != "GOOD":
             low.step(t, column, where="post", color=EV_COLOURS.get(state, "#7f7f7f"), lw=1.5, label=state)
             worst = max(worst, *column)
     retired, revived = ev_transitions(run)
-    for times, marker, colour, what in ((retired, "v", EV_COLOURS["ASSUMED_BAD"], "retired"),
-                                        (revived, "^", EV_COLOURS["GOOD"], "revived")):
-        if times:
-            low.plot(times, [0.93] * len(times), ls="none", marker=marker, color=colour, ms=6, alpha=0.7,
-                     transform=low.get_xaxis_transform(), label=f"EV {what} ({len(times)})")
+    for moments, marker, colour, what in ((retired, "v", EV_COLOURS["ASSUMED_BAD"], "retired"),
+                                          (revived, "^", EV_COLOURS["GOOD"], "revived")):
+        if moments:
+            low.plot(moments, [0.93] * len(moments), ls="none", marker=marker, color=colour, ms=6, alpha=0.7,
+                     transform=low.get_xaxis_transform(), label=f"EV {what} ({len(moments)})")
     mark_events(low, r["events"], span, labels=False)
     low.set_ylim(0, max(worst, 1) * 1.25)
     low.set_xlim(0, span)
@@ -367,18 +421,53 @@ def interval_rates(series: list[dict], key: str) -> tuple[list[float], list[floa
     return times, rates
 
 
+def recovery_bin_s(run: Run) -> float:
+    """Bins a small fraction of a step (a quarter of the median), never finer than the agents' millisecond."""
+    p50 = run.results["summary"]["step_time_s"]["p50"] or time_span(run)
+    return max(0.001, min(p50 / 4, time_span(run) / 100))
+
+
+def recovery_rates(run: Run, key: str) -> tuple[list[float], list[float], int]:
+    """(bin start times, packets per second, total) of one counter from its exact times (`recovery`)."""
+    marks = run.results.get("recovery", {}).get(key, [])
+    width = recovery_bin_s(run)
+    bins = int(time_span(run) / width) + 1
+    counts = np.zeros(bins)
+    for t, n in marks:
+        counts[min(max(int(t / width), 0), bins - 1)] += n
+    return list(np.arange(bins + 1) * width), list(np.append(counts, counts[-1:]) / width), int(sum(n for _, n in marks))
+
+
 def recovery_counters(run: Run) -> Figure:
-    """Trims, retransmissions and timeouts per second over time: where the fabric hurt and the transport reacted."""
+    """Trims, retransmissions and timeouts per second over time: where the fabric hurt and the transport reacted.
+
+    MRC agents report when each happened, to the millisecond (`recovery`), and the rates are binned at a
+    quarter of a step; kernel TCP reports only totals, so its rates are averages over the 0.25 s samples,
+    each drawn over the interval it covers.
+    """
     r = run.results
-    series = r["series"]
-    if len(series) < 2:
-        raise NoData("fewer than two counter samples in results.json, so no rates")
     fig = Figure(figsize=(10, 4), layout="constrained")
     ax = fig.add_subplot()
-    for key, colour in COUNTER_COLOURS.items():
-        t, rate = interval_rates(series, key)
-        ax.step(t, rate, where="pre", color=colour, lw=1.3, label=f"{key} ({series[-1].get(key, 0)} total)")
-    finish_timeline(ax, run, max((max(interval_rates(series, k)[1], default=0) for k in COUNTER_COLOURS), default=0),
-                    "time (s since workload start)", "packets per second (all senders)",
-                    f"Loss recovery: trims, retransmissions, timeouts: {run.label}")
+    top = 0.0
+    if "recovery" in r and r["transport"] != "tcp":
+        if not any(r["recovery"].values()):
+            raise NoData("no sender trimmed, retransmitted or timed out a packet")
+        how = f"{recovery_bin_s(run) * 1e3:.3g} ms bins"
+        for key, colour in COUNTER_COLOURS.items():
+            t, rate, total = recovery_rates(run, key)
+            ax.step(t, rate, where="post", color=colour, lw=1.3, label=f"{key} ({total} total)")
+            top = max(top, max(rate, default=0))
+    else:
+        series = r["series"]
+        if len(series) < 2:
+            raise NoData("fewer than two counter samples in results.json, so no rates")
+        how = "averages over each 0.25 s sample"
+        for key, colour in COUNTER_COLOURS.items():
+            t, rate = interval_rates(series, key)
+            ax.step([series[0]["t_s"]] + t, rate[:1] + rate, where="pre", color=colour, lw=1.3,
+                    label=f"{key} ({series[-1].get(key, 0)} total)")
+            top = max(top, max(rate, default=0))
+    finish_timeline(ax, run, top, "time (s since workload start)", f"packets per second, all senders ({how})",
+                    f"Loss recovery: trims, retransmissions, timeouts:\n{run.label}")
+    ax.title.set_fontsize(10)
     return fig

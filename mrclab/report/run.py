@@ -93,6 +93,10 @@ def load(path: str | Path) -> Run:
         raise UsageError(f"{d}: no such run directory")
     results_file = d / "results.json"
     if not results_file.is_file():
+        if (d / "runner.log").is_file():
+            last = (d / "runner.log").read_text(errors="replace").strip().splitlines()[-1:]
+            raise UsageError(f"{d}: the run stopped before it wrote results.json (killed?); runner.log ends: "
+                             f"{' '.join(last) or '(empty)'}")
         raise UsageError(f"{d}: no results.json (not a mrclab run directory)")
     try:
         doc = json.loads(results_file.read_text())

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..metrics import expectations
 from .run import Run
 
 
@@ -39,7 +40,7 @@ def headline(run: Run) -> dict:
         "worst_disruption": worst_disruption(run),
         "flow_mods_after_boot": r["controller"]["flow_mods_after_boot"],
         "fidelity_ok": r["fidelity"]["ok"],
-        "expectations_ok": all(c["ok"] for c in r["expectations"]),
+        "expectations_ok": not expectations.failed(r["expectations"]),
     }
 
 
@@ -73,8 +74,14 @@ def cpu_text(cost: dict | None) -> str:
 
 
 def actual_text(check: dict) -> str:
-    """An expectation's measured figure as shown, or why there is none."""
-    return "not measured" if check["actual"] is None else str(check["actual"])
+    """An expectation's measured figure in its unit, or why there is none; why it does not apply, if not."""
+    text = expectations.value_text(check["name"], check["actual"])
+    return f"{text} ({check['note']})" if check.get("note") else text
+
+
+def verdict_text(check: dict) -> str:
+    """ok, FAILED, or n/a (the check does not apply to this run)."""
+    return {True: "ok", False: "FAILED"}.get(check["ok"], "n/a")
 
 
 def _disruption(h: dict) -> str:
@@ -107,3 +114,18 @@ def worst_index(row: Row, headlines: list[dict]) -> int | None:
         return None
     pick = max if row.worse == "high" else min
     return pick(known, key=lambda vi: vi[0])[1]
+
+
+def what_ran(run: Run) -> str:
+    """One sentence from the resolved scenario and results: the workload, the transport and routing, the faults."""
+    r, w = run.results, run.scenario.get("workload", {})
+    hosts = w.get("hosts")
+    count = len(hosts) if isinstance(hosts, list) else r["topology"]["hosts"]
+    events = r["events"] or run.scenario.get("events") or []
+    faults = f"{len(events)} fault events" if events else "no fault"
+    return (f"{w.get('pattern', 'a workload')} on {count} hosts, {w.get('steps', len(r['steps']))} steps of "
+            f"{w.get('message', '?')} each, {r['transport']} over {r['routing']} on {r['topology']['name']}; {faults}.")
+
+
+def overrides_text(run: Run) -> str:
+    return " ".join(f"{k}={v}" for k, v in run.results.get("overrides", {}).items())

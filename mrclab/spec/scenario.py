@@ -15,6 +15,7 @@ import yaml
 
 from ..errors import UsageError
 from ..transport.config import validate_options
+from ..shipped import folder
 from ..units import format_rate, format_size, rate_bps, seconds, size_bytes
 from . import topology as topology_mod
 from .reader import (
@@ -31,7 +32,7 @@ from .reader import (
 )
 from .topology import Topology
 
-SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
+SCENARIO_DIR = folder("scenarios")
 
 TRANSPORTS = ("mrc", "single-path", "tcp")
 ROUTINGS = ("static-srv6", "ecmp-reconverge")

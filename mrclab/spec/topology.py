@@ -1,4 +1,4 @@
-"""Topology files -> a frozen `Topology`: counts, rates and every node and link name of SPEC.md."""
+"""Topology files -> a frozen `Topology`: counts, rates and every node and link name of docs/spec.md."""
 from __future__ import annotations
 
 import re
@@ -9,10 +9,11 @@ from typing import Any
 
 from ..addressing import Plan
 from ..errors import UsageError
+from ..shipped import folder
 from ..units import format_rate, format_size, rate_bps, size_bytes
 from .reader import Reader, boolean, clip, integer, is_file, load_yaml, text
 
-TOPOLOGY_DIR = Path(__file__).resolve().parents[2] / "topologies"
+TOPOLOGY_DIR = folder("topologies")
 
 # Beyond these a 2-core machine cannot emulate the fabric faithfully; the numbers are
 # checked by `mrclab topo show` before anything is built.

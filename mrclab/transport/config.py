@@ -1,7 +1,8 @@
 """Every knob of the MRC transport, with its default; a scenario's ``transport_options`` feed it.
 
-Times are seconds, sizes bytes. Defaults suit the default lab: 100 Mbit ports, 64 KiB
-switch queues, MTU 9000, Python agents whose timers are good to about a millisecond.
+Times are seconds, sizes bytes. Defaults suit the shipped labs: 25-100 Mbit ports, 64 KiB switch
+queues, MTU 9000, Python agents whose timers are good to about a millisecond; the runner derives
+pacing and the delay target from the topology's links (``link_defaults``).
 """
 from __future__ import annotations
 

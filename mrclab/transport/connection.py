@@ -126,6 +126,10 @@ class Connection:
         """When this connection last put a DATA packet on ``ev`` (the runner's ``avoid_s`` is built on it)."""
         return self._evs[ev].last_send
 
+    def ev_sent(self, ev: int) -> int:
+        """DATA packets this connection put on ``ev`` (counts what went into a cut: see metrics.avoid)."""
+        return self._evs[ev].sent
+
     def active_evs(self) -> list[int]:
         """The EVs holding spraying slots now, in spraying order (whatever their state)."""
         return [e.ev for e in self._evs.slots]

@@ -102,7 +102,7 @@ class Path:
 class Ev:
     """One entropy value and what the sender knows about its path."""
 
-    __slots__ = ("ev", "plane", "path", "state", "slot", "last_send")
+    __slots__ = ("ev", "plane", "path", "state", "slot", "last_send", "sent")
 
     def __init__(self, ev: int, plane: int, path: Path) -> None:
         self.ev = ev
@@ -111,6 +111,7 @@ class Ev:
         self.state = UNKNOWN
         self.slot: int | None = None  # index in the active slots, None when in reserve or retired
         self.last_send: float | None = None  # last DATA packet put on this path
+        self.sent = 0  # DATA packets put on this path
 
 
 class EvSet:

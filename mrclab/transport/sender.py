@@ -397,6 +397,7 @@ class Sender:
             self.inflight += len(buf)
             self._tokens -= len(buf)
             e.last_send = now
+            e.sent += 1
             counters.data_sent += 1
             counters.bytes_sent += p.length
             out.append((e.ev, buf))

@@ -1,6 +1,6 @@
 """Which host sends how much to whom in each step, and how fast a perfect fabric would finish it.
 
-`message` is what each sending host sends per step (SPEC.md):
+`message` is what each sending host sends per step (docs/spec.md):
 - ring-allreduce: host i sends the whole message to host i+1 (one reduce-scatter/all-gather hop);
 - all-to-all: host i sends message/(n-1) to every other host (the remainder to the first ones);
 - incast: every sender sends the whole message to the receiver;

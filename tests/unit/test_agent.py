@@ -171,7 +171,11 @@ def test_mrc_datapath_moves_and_verifies_messages():
         {m: (s, True, 0, 9) for m, s in sizes.items()}
     assert not [e for e in events[0] + events[3] if e["event"] == "failed"]
     stats = dps[0].stats()
-    assert set(stats) == {"counters", "ev_states", "last_send", "base_rtt_s", "rtt_hist"}
+    assert set(stats) == {"counters", "ev_states", "last_send", "ev_sent", "base_rtt_s", "rtt_hist", "marks"}
+    assert sum(n for evs in stats["ev_sent"].values() for n in evs.values()) == stats["counters"]["data_sent"]
+    for key in ("trimmed", "retransmitted", "timeouts"):  # every increment has its millisecond, reported once
+        assert sum(stats["marks"].get(key, {}).values()) == stats["counters"][key]
+    assert dps[0].stats()["marks"] == {}
     assert STAT_COUNTERS <= set(stats["counters"])
     assert set(PACKET_KEYS + PATH_KEYS) <= set(stats["counters"])  # everything results.json sums
     assert stats["counters"]["bytes_sent"] == sum(sizes.values())

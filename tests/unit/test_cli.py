@@ -1,5 +1,6 @@
 """The CLI's contract: exit codes, one-line errors, --json prints one document."""
 import json
+import os
 import subprocess
 import sys
 
@@ -25,6 +26,25 @@ def test_topo_show_json():
     doc = json.loads(result.stdout)
     assert doc["counts"] == {"hosts": 8, "switches": 32, "links": 96, "paths_per_host_pair": 16}
     assert doc["example_path"]["address"] == "fcbb:0:1000:2000:1003:4007::"
+    assert doc["hosts_per_leaf"] == {"l0": ["h0", "h1"], "l1": ["h2", "h3"], "l2": ["h4", "h5"], "l3": ["h6", "h7"]}
+
+
+def narrow(*args):
+    return subprocess.run([sys.executable, "-m", "mrclab", *args], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "COLUMNS": "80", "LINES": "24"}, check=False)
+
+
+def test_topo_show_names_hosts_per_leaf_and_links_at_80_columns():
+    result = narrow("topo", "show", "clos-2p-2l-2s")
+    assert result.returncode == 0 and max(map(len, result.stdout.splitlines())) <= 80
+    assert "l0: h0 h1 · l1: h2 h3" in result.stdout
+    assert "h0-p0l0 h1-p0l0 h2-p0l1 h3-p0l1" in result.stdout
+    assert "p0l0-p0s0 p0l0-p0s1 p0l1-p0s0 p0l1-p0s1" in result.stdout
+
+
+def test_check_fits_80_columns_without_cutting_text():
+    result = narrow("check")
+    assert max(map(len, result.stdout.splitlines())) <= 80 and "…" not in result.stdout
 
 
 @pytest.mark.parametrize("args,fragment", [

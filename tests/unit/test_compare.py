@@ -44,7 +44,7 @@ def test_compare_plot_holds_every_run(two_runs, tmp_path):
     steps_ax, p100_ax, goodput_ax = fig.axes
     lines = {line.get_label(): line for line in steps_ax.get_lines()}
     for i, run in enumerate(runs):
-        line = lines[f"run {i + 1}: {run.label}"]
+        line = lines[run.label]
         assert list(line.get_xdata()) == [s["start_s"] for s in run.results["steps"]]
     assert [bar.get_height() for bar in p100_ax.patches] == pytest.approx(
         [r.results["summary"]["step_time_s"]["p100"] * 1e3 for r in runs])
@@ -66,13 +66,41 @@ def test_cli_compare_json_is_one_document(two_runs, tmp_path):
 
 
 def test_cli_compare_table_lists_both_runs(two_runs, tmp_path):
-    result = mrclab("compare", *map(str, two_runs), cwd=tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = mrclab("compare", *map(str, two_runs), cwd=elsewhere)
     assert result.returncode == 0, result.stderr
-    for text in ("link-failure · mrc · static-srv6", "link-failure · tcp · ecmp-reconverge",
+    for text in ("static-srv6", "ecmp-reconverge",
                  f"avoid_s {AVOID_S * 1e3:.1f} ms (link_down {FAILED_LINK} @3.00s)", "stall 2300.0 ms",
                  "step time p100", "flow-mods after boot"):
         assert text in result.stdout, result.stdout
-    assert (tmp_path / "compare.png").is_file() and "plot: compare.png" in result.stdout
+    # the plot goes next to the runs, not into the folder the command ran in
+    assert (tmp_path / "compare.png").is_file() and not (elsewhere / "compare.png").exists()
+    assert f"plot: {tmp_path / 'compare.png'}" in result.stdout
+
+
+def test_compare_warns_when_runs_are_not_like_for_like(tmp_path):
+    make_run(tmp_path / "a", name="link-failure")
+    make_run(tmp_path / "b", name="switch-failure", fidelity_ok=False)
+    runs = compare.load_all([str(tmp_path / "a"), str(tmp_path / "b")])
+    assert compare.warnings(runs) == [
+        "the runs are of different scenarios (link-failure, switch-failure): not like for like",
+        "switch-failure · mrc · static-srv6: fidelity NOT OK, the host machine limited that run (see its report)"]
+    result = mrclab("compare", str(tmp_path / "a"), str(tmp_path / "b"))
+    assert "warning: the runs are of different scenarios" in result.stderr
+    make_run(tmp_path / "c", name="link-failure", seed=2)
+    assert compare.warnings(compare.load_all([str(tmp_path / "a"), str(tmp_path / "c")])) == []
+
+
+def test_compare_plot_uses_labels_and_a_log_axis_for_10x(two_runs):
+    """MRC's worst step is 90 ms, ECMP's stall 2.3 s: more than 10x apart, so the step axes are logarithmic."""
+    fig = compare.figure(compare.load_all([str(d) for d in two_runs]))
+    steps_ax, p100_ax, goodput_ax = fig.axes
+    assert steps_ax.get_yscale() == "log" and p100_ax.get_yscale() == "log" and goodput_ax.get_yscale() == "linear"
+    assert [t.get_text() for t in p100_ax.get_xticklabels()] == ["link-failure\nmrc\nstatic-srv6",
+                                                                 "link-failure\ntcp\necmp-reconverge"]
+    legend = steps_ax.get_legend()
+    assert legend.get_bbox_to_anchor().y0 < steps_ax.get_window_extent().y0  # below the data, not on it
 
 
 def test_same_scenario_twice_gets_told_apart(tmp_path):

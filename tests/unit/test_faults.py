@@ -57,3 +57,25 @@ def test_queue_waits_are_per_port_means_of_bulk_and_high_priority_packets(monkey
     faults.egress = Egress()
     data, control = faults.queue_waits()
     assert abs(data - 0.003) < 1e-12 and abs(control - 0.001) < 1e-12
+
+
+def test_link_counters_show_every_kind_of_drop(monkeypatch):
+    """A lossy, blackholed link's drops are in `drops` and in a field of their own, per direction."""
+    from mrclab.fabric.egress import PortCounters
+
+    class Egress:
+        def counters(self, ifname):
+            lossy = ifname in faults._cables(faults._ends(faults._link("p0l0-p0s1")))
+            return PortCounters(tx_packets=10, tx_bytes=0, drops=1, trims=0, loss_drops=5 if lossy else 0,
+                                blackhole_drops=3 if lossy else 0, queued_ns=0, ctl_packets=0, ctl_queued_ns=0,
+                                cut_drops=0)
+
+    faults, _, _ = _faults(monkeypatch)
+    faults.egress = Egress()
+    rows = faults.link_counters()
+    lossy = [r for r in rows if r["link"] == "p0l0-p0s1"]
+    assert len(lossy) == 2
+    for r in lossy:
+        assert (r["loss_drops"], r["blackhole_drops"], r["queue_drops"], r["drops"]) == (5, 3, 1, 9)
+    other = next(r for r in rows if r["link"] != "p0l0-p0s1")
+    assert (other["loss_drops"], other["drops"]) == (0, 1)

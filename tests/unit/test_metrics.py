@@ -69,8 +69,35 @@ def test_expectations_pass_and_fail_with_bounds():
     ecmp = results()
     del ecmp["events"][0]["avoid_s"]
     assert expectations.evaluate({"max_avoid_s": 0.05}, ecmp) == [
-        {"name": "max_avoid_s", "expected": 0.05, "actual": None, "ok": False}]
+        {"name": "max_avoid_s", "expected": 0.05, "actual": None, "unit": "s", "ok": False}]
     assert avoid.measurable("static-srv6") and not avoid.measurable("ecmp-reconverge")
+
+
+def test_a_check_that_measured_nothing_fails():
+    """No fault at all, or faults that touched no path in use (avoid_s null): max_avoid_s is not measured."""
+    for events in ([], [{"action": "link_down", "avoid_s": None}]):
+        [check] = expectations.evaluate({"max_avoid_s": 0.05}, {**results(), "events": events})
+        assert check["actual"] is None and check["ok"] is False
+        assert expectations.value_text("max_avoid_s", check["actual"]) == "not measured"
+
+
+def test_mrc_claims_do_not_apply_to_a_baseline_routing():
+    expect = {"max_avoid_s": 0.05, "flow_mods_after_boot": 0, "failed_messages": 0}
+    checks = expectations.evaluate(expect, {**results(mods=48), "routing": "ecmp-reconverge"})
+    assert [(c["name"], c["ok"], c.get("note")) for c in checks] == [
+        ("max_avoid_s", None, "n/a for routing ecmp-reconverge"),
+        ("flow_mods_after_boot", None, "n/a for routing ecmp-reconverge"), ("failed_messages", True, None)]
+    assert expectations.failed(checks) == []
+    assert [c["ok"] for c in expectations.evaluate(expect, {**results(mods=48), "routing": "static-srv6"})] == [
+        True, False, True]
+
+
+def test_expected_values_carry_their_units():
+    checks = expectations.evaluate({"max_avoid_s": 0.05, "min_goodput_fraction": 0.5, "max_step_time_ratio": 2.0,
+                                    "fidelity_ok": True}, results())
+    assert [expectations.bound_text(c) for c in checks] == ["≤ 50 ms", "≥ 50% of ideal", "≤ 2x", "= true"]
+    assert [c["unit"] for c in checks] == ["s", "of ideal", "x", ""]
+    assert expectations.value_text("max_avoid_s", 0.002) == "2 ms"
 
 
 def test_fidelity_verdict():
@@ -184,3 +211,53 @@ def test_loaded_rtt_percentiles_come_from_every_agents_samples():
     s = results_mod.summary(o, agents)
     assert s["rtt_p50_s"] == pytest.approx(0.002, rel=0.022) and s["rtt_p99_s"] == pytest.approx(0.040, rel=0.022)
     assert results_mod.summary(o, {})["rtt_p50_s"] is None  # no MRC samples (TCP agents): not known
+
+
+def test_fidelity_names_busy_processes_outside_the_lab():
+    """Advice names what else ran, instead of asking for fewer hosts; an ok verdict does not contradict itself."""
+    outside = [{"pid": 4242, "name": "make", "cpu_pct": 80.0}]
+    busy = fidelity.verdict(97.0, "agent h0/1", 50.0, goodput_fraction=0.3, outside=outside)
+    assert not busy["ok"] and "stop what else runs on this machine (make (pid 4242) 80%)" in busy["notes"][0]
+    assert "fewer hosts" not in busy["notes"][0] and busy["outside_processes"] == outside
+    ok = fidelity.verdict(40.0, "ovs-vswitchd/12", 50.0, goodput_fraction=0.28)
+    assert ok["ok"] and "no sign that the CPU limited this run" in ok["notes"][0]
+    assert "not the CPU, set the pace" not in " ".join(ok["notes"])
+
+
+def test_outside_processes_leave_out_the_lab_and_its_children():
+    me = os.getpid()
+    before = {100: (0, "ovs-vswitchd", 1), 200: (0, "stress", 1), 300: (0, "bash", me), 301: (0, "agent", 300)}
+    ticks = fidelity.TICKS  # one second of a core
+    after = {pid: (ticks, name, parent) for pid, (_, name, parent) in before.items()}
+    after[me] = (ticks, "python", 1)
+    found = fidelity.outside_processes(before, after, lab={100}, elapsed_s=1.0)
+    assert found == [{"pid": 200, "name": "stress", "cpu_pct": 100.0}]
+
+
+@pytest.mark.parametrize("target,src,dst,plane,spine,hop", [
+    ("p0l0-p0s2", 0, 7, 0, 2, ("p0l0", "p0s2")),    # the source leaf's up-link: met going up
+    ("p0l3-p0s2", 0, 7, 0, 2, ("p0s2", "p0l3")),    # the destination leaf's: met coming down
+    ("p0l0-p0s2", 0, 1, 0, 2, ("p0l0", "p0s2")),    # same leaf: going up first
+    ("p0s2", 0, 7, 0, 2, ("p0l0", "p0s2")),         # a dead spine: at the link into it
+    ("p0l3", 0, 7, 0, 1, ("p0s1", "p0l3")),         # a dead destination leaf
+    ("h0-p0l0", 0, 7, 0, 1, ("h0", "p0l0")),
+    ("h7-p0l3", 0, 7, 0, 1, ("p0l3", "h7")),
+    ("p0l1-p0s2", 0, 7, 0, 2, None),
+])
+def test_dead_hop_is_where_a_packet_meets_the_fault(target, src, dst, plane, spine, hop):
+    assert avoid.dead_hop(TOPO, target, src, dst, plane, spine) == hop
+
+
+def test_sends_into_a_downed_link_are_counted_on_it():
+    """Between the cut and the repair h0 put 5 packets on a path through it and 9 elsewhere; h6 -> h0 met
+    it coming down. The link's down_drops take the senders' count where OVS counted fewer."""
+    from mrclab.metrics import results
+    hit, miss = ev_for(0, 2), ev_for(1, 2)
+    before = {0: {7: {hit: 10, miss: 10}}, 6: {0: {hit: 4}}}
+    after = {0: {7: {hit: 15, miss: 19}}, 6: {0: {hit: 6}}}
+    into = avoid.sent_into(TOPO, "p0l0-p0s2", before, after)
+    assert into == {("p0l0", "p0s2"): 5, ("p0s2", "p0l0"): 2}
+    links = [{"link": "p0l0-p0s2", "from": "p0l0", "to": "p0s2", "drops": 3, "down_drops": 1},
+             {"link": "p0l0-p0s2", "from": "p0s2", "to": "p0l0", "drops": 0, "down_drops": 4}]
+    up, down = results.with_sends_into_faults(links, into)
+    assert (up["down_drops"], up["drops"]) == (5, 7) and (down["down_drops"], down["drops"]) == (4, 0)

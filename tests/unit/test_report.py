@@ -5,14 +5,16 @@ import json
 import re
 import subprocess
 import sys
+from html import escape
 
 import pytest
 from PIL import Image
 
+from mrclab.metrics import expectations
 from mrclab.report import PLOTS, plots, write_report
 from mrclab.report.run import load
 from tests.conftest import REPO
-from tests.unit.test_report_fixture import AVOID_S, FAILED_LINK, make_run
+from tests.unit.test_report_fixture import AVOID_S, CLEAR_AT, FAILED_LINK, FAULT_AT, RECOVERY, make_run
 
 
 def mrclab(*args):
@@ -59,7 +61,9 @@ def test_report_html_names_the_run_its_events_and_expectations(mrc_dir):
     assert f"{AVOID_S * 1e3:.1f} ms" in page
     for check in doc["expectations"]:
         verdict = '<span class="ok">ok</span>' if check["ok"] else '<span class="failed">FAILED</span>'
-        assert f"<td>{check['name']}</td><td>{check['expected']}</td><td>{check['actual']}</td><td>{verdict}" in page
+        assert f"<td>{check['name']}</td><td>{escape(expectations.bound_text(check))}</td>" \
+               f"<td>{escape(expectations.value_text(check['name'], check['actual']))}</td><td>{verdict}" in page
+    assert "<td>min_goodput_fraction</td><td>≥ 50% of ideal</td>" in page
     assert "<td>topology.links.fabric_rate</td><td>100Mbit</td>" in page
     assert "Fidelity ok" in page and "banner bad" not in page
 
@@ -92,8 +96,9 @@ def test_utilisation_grid_is_the_link_counters(mrc_dir):
     down = links[("p3s0", "p3l2")]
     assert grids[(3, "down")]["util"][2, 0] == pytest.approx(down["tx_bytes"] * 8 / (100e6 * wall))
     assert grids[(1, "up")]["trims"][0, 3] == 41 and grids[(0, "down")]["drops"][1, 2] == 7
+    assert grids[(1, "up")]["loss"][0, 3] == 5 and grids[(1, "down")]["loss"][0, 3] == 0
     texts = [t.get_text() for ax in plots.link_utilisation(run).axes for t in ax.texts]
-    assert any("T41" in t for t in texts) and sum("D7" in t for t in texts) == 2
+    assert any("T41" in t and "L5" in t for t in texts) and sum("D7" in t for t in texts) == 2
 
 
 def test_many_planes_wrap_into_more_rows(mrc_dir):
@@ -129,7 +134,32 @@ def test_completion_cdf_and_recovery_rates(mrc_dir):
     assert rate[0] == pytest.approx((series[1]["trimmed"] - series[0]["trimmed"]) / 0.25)
     ax = plots.recovery_counters(run).axes[0]
     assert [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")] == [
-        f"{k} ({series[-1][k]} total)" for k in ("trimmed", "retransmitted", "timeouts")]
+        f"{k} ({sum(n for _, n in RECOVERY[k])} total)" for k in ("trimmed", "retransmitted", "timeouts")]
+
+
+def _at(line, t: float) -> float:
+    """The value a steps-post line shows at time t."""
+    xs, ys = list(line.get_xdata()), list(line.get_ydata())
+    return ys[max(i for i, x in enumerate(xs) if x <= t)]
+
+
+def test_time_plots_follow_the_exact_event_times(mrc_dir):
+    """Known transitions (fixture): EVs retired 1-3 ms after the fault at 3 s and revived 100-120 ms after the
+    repair at 6 s; retransmissions only from 2 ms after the fault. The 0.25 s samples say otherwise (the
+    series drops to 0 bad EVs at 6 s): the plots must follow the events, not the samples."""
+    run = load(mrc_dir)
+    low = plots.ev_states(run).axes[1]
+    bad = next(line for line in low.get_lines() if line.get_label() == "ASSUMED_BAD")
+    assert _at(bad, FAULT_AT) == 0 and _at(bad, FAULT_AT + 0.0015) == 2 and _at(bad, FAULT_AT + 0.004) == 6
+    assert _at(bad, CLEAR_AT + 0.05) == 6 and _at(bad, CLEAR_AT + 0.105) == 4 and _at(bad, CLEAR_AT + 0.2) == 0
+    top = plots.ev_states(run).axes[0]
+    assert top.get_xlim()[0] == 0  # GOOD from the first transitions, never UNKNOWN for a whole sample
+    ax = plots.recovery_counters(run).axes[0]
+    retx = next(line for line in ax.get_lines() if line.get_label().startswith("retransmitted"))
+    width = plots.recovery_bin_s(run)
+    assert width <= run.results["summary"]["step_time_s"]["p50"] / 4
+    assert max(y for x, y in zip(retx.get_xdata(), retx.get_ydata()) if x + width <= FAULT_AT) == 0
+    assert _at(retx, FAULT_AT + 0.002) == pytest.approx(12 / width)
 
 
 def test_aborted_run_reports_what_it_has_and_flags_fidelity(tmp_path):
@@ -200,3 +230,41 @@ def test_cli_report_bad_input_exits_2(tmp_path, setup, fragment):
     assert result.returncode == 2, result
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and str(target) in lines[0] and fragment in lines[0], result.stderr
+
+
+def test_report_says_what_ran_and_how_it_ended(tmp_path):
+    """Overrides change what ran, so the scenario's prose is not shown as its description; a failed run and a
+    killed one say so instead of looking like a normal run (or not a run at all)."""
+    doc = make_run(tmp_path / "over", kind="ecmp")
+    doc["overrides"] = {"routing": "ecmp-reconverge", "transport": "tcp"}
+    (tmp_path / "over" / "results.json").write_text(json.dumps(doc))
+    page = write_report(tmp_path / "over").html.read_text()
+    assert "tcp over ecmp-reconverge on clos-4p-4l-4s; 2 fault events." in page
+    assert "--set routing=ecmp-reconverge transport=tcp" in page and "<b>The scenario:</b>" not in page
+    page = write_report(tmp_path / "over").html.read_text()
+    doc.update(status="failed", error="AgentError: agent h3 exited (code 1); see its log")
+    (tmp_path / "over" / "results.json").write_text(json.dumps(doc))
+    page = write_report(tmp_path / "over").html.read_text()
+    assert "This run did not complete (failed: AgentError: agent h3 exited (code 1); see its log)" in page
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    (killed / "runner.log").write_text("... mrclab.runner INFO run abc: scenario x\n")
+    result = mrclab("report", str(killed))
+    assert result.returncode == 2 and "the run stopped before it wrote results.json" in result.stderr
+
+
+def test_titles_fit_their_figures(tmp_path):
+    """The longest labels (scenario · single-path · ecmp-reconverge) leave no title cut at the figure's edge."""
+    make_run(tmp_path / "long", name="link-failure-of-a-leaf-spine-link-under-load-at-step-ten")
+    doc = json.loads((tmp_path / "long" / "results.json").read_text())
+    doc.update(transport="single-path", routing="ecmp-reconverge")
+    doc["topology"]["planes"] = 2  # the narrowest utilisation figure
+    (tmp_path / "long" / "results.json").write_text(json.dumps(doc))
+    run = load(tmp_path / "long")
+    for build in (plots.step_time, plots.link_utilisation, plots.ev_states, plots.recovery_counters):
+        fig = build(run)
+        fig.canvas.draw()
+        titles = [ax.title for ax in fig.axes if ax.get_title()] + ([fig._suptitle] if fig._suptitle else [])
+        for title in titles:
+            box = title.get_window_extent()
+            assert 0 <= box.x0 and box.x1 <= fig.bbox.x1, (build.__name__, title.get_text())

@@ -20,6 +20,9 @@ BASE_STEP_S = 0.05
 TOPOLOGY = {"name": "clos-4p-4l-4s", "planes": 4, "leaves": 4, "spines": 4, "hosts_per_leaf": 2,
             "links": {"host_rate": "100Mbit", "fabric_rate": "100Mbit", "queue": "64KiB", "mtu": 9000}}
 STEPS = 150
+# when the senders trimmed, retransmitted and timed out (results.json `recovery`, the agents' exact times)
+RECOVERY = {"trimmed": [[1.0, 5], [FAULT_AT + 0.01, 40]], "retransmitted": [[FAULT_AT + 0.002, 12], [FAULT_AT + 0.5, 3]],
+            "timeouts": [[FAULT_AT + 0.05, 3]]}
 
 
 def _scenario(name, transport, routing, steps):
@@ -81,9 +84,10 @@ def _links(topo, kind, wall, rng):
             if link.name == FAILED_LINK:
                 share *= 0.6
             tx_bytes = int(topo.link_rate_bps(link) / 8 * wall * share * rng.uniform(0.97, 1.03))
+            down, lost = 7 if link.name == FAILED_LINK else 0, 5 if (src, dst) == ("p1l0", "p1s3") else 0
             out.append({"link": link.name, "from": src, "to": dst, "tx_packets": tx_bytes // 9000,
-                        "tx_bytes": tx_bytes, "drops": 7 if link.name == FAILED_LINK else 0,
-                        "trims": 41 if (src, dst) == ("p1l0", "p1s3") else 0})
+                        "tx_bytes": tx_bytes, "drops": down + lost, "queue_drops": 0, "loss_drops": lost,
+                        "blackhole_drops": 0, "down_drops": down, "trims": 41 if (src, dst) == ("p1l0", "p1s3") else 0})
     return out
 
 
@@ -141,6 +145,7 @@ def make_run(path, kind="mrc", aborted=False, fidelity_ok=True, name="link-failu
         "events": events,
         "ev_changes": _ev_changes() if kind == "mrc" and not aborted else [],
         "series": series,
+        "recovery": {} if aborted or kind != "mrc" else RECOVERY,
         "links": _links(topo, kind, wall, rng),
         "controller": {"flow_mods_boot": 224, "flow_mods_after_boot": 0 if kind == "mrc" else 32},
         "fidelity": {"cpu_busy_pct": 41.0 if fidelity_ok else 97.5, "hottest_thread": "ovs-vswitchd",

@@ -30,3 +30,10 @@ def test_format_round_trips():
         assert rate_bps(format_rate(bps)) == bps
     for n in (65536, 1 << 20, 1000):
         assert size_bytes(format_size(n)) == n
+
+
+def test_seconds_and_bytes_read_as_a_user_writes_them():
+    from mrclab.units import format_bytes, format_seconds
+    assert [format_seconds(s) for s in (0.05, 0.0116, 2.5, 3e-5, 0.0)] == ["50 ms", "11.6 ms", "2.5 s", "30 µs",
+                                                                          "0 µs"]
+    assert [format_bytes(n) for n in (25165824, 1536, 512, 3 << 30)] == ["24.0 MiB", "1.5 KiB", "512 B", "3.0 GiB"]
