@@ -168,8 +168,8 @@ def test_run_stopped_midway_leaves_nothing(tmp_path, leftovers, how):
             assert proc.returncode != 0 and "Traceback" not in proc.stderr.read()
             # the interrupted run says so, in results.json (so `mrclab report` can) and in runner.log
             doc = json.loads((tmp_path / "r" / "results.json").read_text())
-            assert doc["status"] == "interrupted" and doc["error"] == "stopped by SIGTERM"
-            assert "run interrupted" in (tmp_path / "r" / "runner.log").read_text()
+            assert doc["status"] == "interrupted" and doc["error"] == "interrupted (SIGTERM)"
+            assert "run stopped: interrupted (SIGTERM)" in (tmp_path / "r" / "runner.log").read_text()
         assert leftovers(state.prefix, state.processes) == []
         assert not state.path.exists()
         assert decoy.poll() is None, "an unrelated process named `controller` was killed"
