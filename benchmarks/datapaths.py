@@ -30,9 +30,9 @@ def run(scenario: str, datapath: str, overrides: list[str], out: Path) -> dict:
     argv = [sys.executable, "-m", "mrclab", "run", str(REPO / "scenarios" / f"{scenario}.yaml"), "--json",
             "--out", str(out), "--set", f"datapath={datapath}", *[x for o in overrides for x in ("--set", o)]]
     result = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
-    if result.returncode not in (0, 1):
+    if result.returncode not in (0, 1) or not (out / "results.json").exists():
         raise SystemExit(f"{scenario} on {datapath}: exit {result.returncode}: {result.stderr.strip()[-300:]}")
-    return json.loads(result.stdout)
+    return json.loads((out / "results.json").read_text())  # also there when a failed run prints no document
 
 
 def figures(doc: dict) -> dict:

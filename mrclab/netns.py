@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import subprocess
 from contextlib import contextmanager
 
 CLONE_NEWNET = 0x40000000
@@ -25,3 +26,18 @@ def entered(pid: int):
     finally:
         os.close(own)
         os.close(target)
+
+
+def ip_batches(batches: dict[int, list[str]], *, family: str = "") -> None:
+    """`ip [-6] -batch` inside each namespace (pid -> lines), all at once; RuntimeError naming what failed."""
+    argv = ["ip", *([family] if family else []), "-batch", "-"]
+    started = {pid: subprocess.Popen(["nsenter", f"--net=/proc/{pid}/ns/net", *argv], stdin=subprocess.PIPE,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+               for pid in batches}
+    errors = []
+    for pid, process in started.items():
+        _, err = process.communicate("\n".join(batches[pid]) + "\n")
+        if process.returncode != 0:
+            errors.append(f"ip {'; '.join(batches[pid])[:200]}: {err.strip()}")
+    if errors:
+        raise RuntimeError(" | ".join(errors))

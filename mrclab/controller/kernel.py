@@ -32,12 +32,11 @@ import select
 import signal
 import socket
 import struct
-import subprocess
 import time
 from pathlib import Path
 
 from ..fabric.layout import Layout
-from ..netns import entered
+from ..netns import entered, ip_batches
 from . import ecmp_flows, stats
 from .routes import Route, ecmp_routes, reroute, static_routes
 
@@ -98,20 +97,6 @@ def link_state(body: bytes) -> tuple[str, bool] | None:
     return None if name is None else (name.rstrip(b"\0").decode(), bool(flags & IFF_LOWER_UP))
 
 
-def _ip_batches(batches: dict[int, list[str]]) -> None:
-    """`ip -6 -batch` inside each namespace (pid -> lines), all at once; RuntimeError naming what failed."""
-    started = {pid: subprocess.Popen(["nsenter", f"--net=/proc/{pid}/ns/net", "ip", "-6", "-batch", "-"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     text=True) for pid in batches}
-    errors = []
-    for pid, process in started.items():
-        _, err = process.communicate("\n".join(batches[pid]) + "\n")
-        if process.returncode != 0:
-            errors.append(err.strip())
-    if errors:
-        raise RuntimeError("; ".join(errors))
-
-
 class KernelController:
     def __init__(self, layout: Layout, netns: dict[str, int], app: str, stats_path: Path,
                  convergence_delay: float) -> None:
@@ -139,7 +124,8 @@ class KernelController:
 
     def install(self) -> None:
         tables = {name: self.boot_routes(name) for name in self.layout.switches}
-        _ip_batches({self.netns[name]: [route.to_ip() for route in routes] for name, routes in tables.items()})
+        ip_batches({self.netns[name]: [route.to_ip() for route in routes] for name, routes in tables.items()},
+                   family="-6")
         for name, routes in tables.items():
             self.doc["switches"][name].update(programmed=True, routes=len(routes))
             self.doc["flow_mods_boot"] += len(routes)
@@ -226,7 +212,8 @@ class KernelController:
         if not changes:
             log.info("%s: nothing to reroute", trigger)
             return
-        _ip_batches({self.netns[name]: [route.to_ip() for route in routes] for name, routes in changes.items()})
+        ip_batches({self.netns[name]: [route.to_ip() for route in routes] for name, routes in changes.items()},
+                   family="-6")
         sent = sum(len(routes) for routes in changes.values())
         now = time.time()
         self.doc["reconvergences"].append({"t": now, "trigger_t": trigger_t, "trigger": trigger,

@@ -15,6 +15,7 @@ import subprocess
 import time
 from typing import Any
 
+from ..netns import ip_batches
 from ..spec.topology import Link, Topology
 from . import ovs
 from .hostconf import nic_lines
@@ -231,7 +232,7 @@ class LinuxFaults(Faults):
             for ifname in senders:
                 self.egress.set_cut(ifname, True)
         t = time.monotonic()
-        _ip_batches(batches)
+        ip_batches(batches)
         if state == "up":
             for ifname in senders:
                 self.egress.set_cut(ifname, False)
@@ -272,20 +273,6 @@ def interface_stats(netns_pids: list[int]) -> dict[str, int]:
 
 def _mean(total: int, count: int) -> float:
     return total * 1e-9 / count if count else 0.0
-
-
-def _ip_batches(batches: dict[int, list[str]]) -> None:
-    """One `ip -batch` per network namespace (pid -> lines), all at once."""
-    started = {pid: subprocess.Popen(["nsenter", f"--net=/proc/{pid}/ns/net", "ip", "-batch", "-"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     text=True) for pid in batches}
-    errors = []
-    for pid, process in started.items():
-        _, err = process.communicate("\n".join(batches[pid]) + "\n")
-        if process.returncode != 0:
-            errors.append(f"ip {'; '.join(batches[pid])}: {err.strip()}")
-    if errors:
-        raise RuntimeError(" | ".join(errors))
 
 
 def _ip_batch(lines: list[str], netns_pid: int | None = None) -> None:

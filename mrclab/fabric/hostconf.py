@@ -15,14 +15,18 @@ import shlex
 from ..addressing import block
 from .layout import GATEWAY_IP, HostLayout, Nic
 
-# Set before any NIC exists, so the NICs are born with them (addr_gen_mode=1: no link-local).
-SYSCTLS = {
+# Set before any interface exists, so interfaces are born with them: no link-local address
+# (addr_gen_mode=1), no autoconfiguration, DAD or router solicitation. Routers start from these too.
+QUIET_IPV6 = {
     "net.ipv6.conf.default.addr_gen_mode": 1,
     "net.ipv6.conf.default.accept_ra": 0,
     "net.ipv6.conf.default.autoconf": 0,
     "net.ipv6.conf.default.accept_dad": 0,
     "net.ipv6.conf.default.dad_transmits": 0,
     "net.ipv6.conf.default.router_solicitations": 0,
+}
+SYSCTLS = {
+    **QUIET_IPV6,
     "net.ipv6.conf.default.keep_addr_on_down": 1,
     "net.ipv6.conf.all.accept_ra": 0,
     "net.ipv6.conf.all.forwarding": 0,

@@ -26,17 +26,12 @@ import subprocess
 from mininet.node import Host
 
 from ..addressing import leaf_usid, spine_usid, usid_prefix
-from .hostconf import batch_script
+from .hostconf import QUIET_IPV6, batch_script
 from .layout import GATEWAY_IP, SwitchLayout
 
 # Set before any interface exists, so every interface is born with them.
 SYSCTLS = {
-    "net.ipv6.conf.default.addr_gen_mode": 1,
-    "net.ipv6.conf.default.accept_ra": 0,
-    "net.ipv6.conf.default.autoconf": 0,
-    "net.ipv6.conf.default.accept_dad": 0,
-    "net.ipv6.conf.default.dad_transmits": 0,
-    "net.ipv6.conf.default.router_solicitations": 0,
+    **QUIET_IPV6,
     "net.ipv6.conf.all.forwarding": 1,
     "net.ipv6.conf.default.forwarding": 1,
 }
