@@ -7,6 +7,7 @@ Every failure becomes one line on stderr and an exit code from SPEC.md (0 ok,
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 import traceback
@@ -18,7 +19,7 @@ from rich.table import Table
 
 from . import check as check_mod
 from . import runstate
-from .errors import EnvironmentNotReady, ExpectationFailed, MrclabError, UsageError
+from .errors import EnvironmentNotReady, ExpectationFailed, MrclabError, Terminated, UsageError
 from .spec import topology as topology_mod
 
 out = Console(highlight=False)
@@ -98,30 +99,119 @@ def topo_show(file: str, as_json: bool) -> None:
     out.print(table)
 
 
+def ssh_options(command):
+    """--identity, --known-hosts and --accept-new-host-key, for every command that reaches a target."""
+    for option in reversed((
+            click.option("--identity", type=click.Path(dir_okay=False), help="Private key file (the SSH agent and "
+                         "~/.ssh/config are used too; never a password)."),
+            click.option("--known-hosts", type=click.Path(dir_okay=False),
+                         help="known_hosts file checked for the target's host key (default ~/.ssh/known_hosts)."),
+            click.option("--accept-new-host-key", is_flag=True, help="Accept and remember a host key seen for the "
+                         "first time (a changed key is always refused)."))):
+        command = option(command)
+    return command
+
+
+def reach(target: str, identity: str | None, known_hosts: str | None, accept_new_host_key: bool,
+          require_mrclab: bool = True):
+    """A connected, located target (mrclab.remote.job.Remote); any failure is one line and exit 3."""
+    from .remote import job, ssh
+    from .remote import target as target_mod
+
+    conn = ssh.Connection(target_mod.parse(target), identity=identity, known_hosts=known_hosts,
+                          accept_new_host_key=accept_new_host_key, say=err.print)
+    try:
+        return job.locate(conn, require=require_mrclab)
+    except BaseException:
+        conn.close()
+        raise
+
+
+def empty_out(path: Path, option: str = "--out") -> Path:
+    if path.exists() and any(path.iterdir()):
+        raise UsageError(f"{option} {path}: directory exists and is not empty")
+    return path
+
+
 @cli.command()
 @click.argument("scenario")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Results directory "
               "(default results/<name>-<UTC timestamp>/).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario key by dotted path.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results document only.")
-def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
+@click.option("--progress-jsonl", type=click.Path(dir_okay=False), help="Also write the live view's records, "
+              "one JSON object a line, to this file (what --target follows).")
+@click.option("--target", envvar="MRCLAB_TARGET", metavar="[USER@]HOST[:PORT]|vagrant|vm",
+              help="Run it on that machine over SSH and fetch the results here (env MRCLAB_TARGET).")
+@ssh_options
+def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], as_json: bool, progress_jsonl: str | None,
+        target: str | None, identity: str | None, known_hosts: str | None, accept_new_host_key: bool) -> None:
     """Run a scenario with a live progress view; write its results directory."""
     from . import runner
     from .spec import scenario as scenario_mod
 
     spec = scenario_mod.load(scenario, list(overrides))
+    if target:
+        if progress_jsonl:
+            raise UsageError("--progress-jsonl is written where the run runs; with --target, leave it out")
+        run_remote(spec, overrides, Path(out_dir) if out_dir else None, as_json,
+                   reach(target, identity, known_hosts, accept_new_host_key))
+        return
+    if identity or known_hosts or accept_new_host_key:
+        raise UsageError("--identity, --known-hosts and --accept-new-host-key go with --target")
     require_environment()
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    target = Path(out_dir) if out_dir else Path("results") / f"{spec.name}-{stamp}"
-    if target.exists() and any(target.iterdir()):
-        raise UsageError(f"--out {target}: directory exists and is not empty")
-    doc = runner.run_scenario(spec, target, console=None if as_json else err)
+    target_dir = empty_out(Path(out_dir) if out_dir else Path("results") / f"{spec.name}-{stamp}")
+    doc = runner.run_scenario(spec, target_dir, console=None if as_json else err,
+                              progress_jsonl=Path(progress_jsonl) if progress_jsonl else None)
     if as_json:
-        emit_json({**doc, "dir": str(target)})
+        emit_json({**doc, "dir": str(target_dir)})
     else:
-        print_summary(doc, target)
+        print_summary(doc, target_dir)
     if not all(c["ok"] for c in doc["expectations"]):
         sys.exit(1)
+
+
+def run_remote(spec, overrides: tuple[str, ...], out_dir: Path | None, as_json: bool, remote) -> None:
+    from .remote import job as job_mod
+
+    if out_dir is not None:
+        empty_out(out_dir)
+    with remote.conn:
+        job_mod.check(remote)
+        job = job_mod.start(remote, spec, overrides)
+        err.print(f"run {job.run_id} on {remote.spec} (there: {job.dir})", soft_wrap=True)
+        finish_remote(job, out_dir or Path("results") / job.run_id, as_json)
+
+
+def finish_remote(job, local: Path, as_json: bool) -> None:
+    """Follow a remote run to its end, fetch its results, show them as a local run would; exit with its code."""
+    import paramiko
+
+    from .remote import job as job_mod
+    try:
+        code, follower = job_mod.follow(job, None if as_json else err)
+        files = job_mod.fetch(job, local)
+        remote_err = job_mod.stderr_lines(job)
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        raise EnvironmentNotReady(f"connection to {job.remote.spec} lost ({exc or type(exc).__name__}); run "
+                                  f"{job.run_id} goes on there: `mrclab remote fetch {job.remote.spec} {job.run_id}` "
+                                  "gets its results") from None
+    for line in remote_err:
+        err.print(f"{job.remote.spec}: {line}", soft_wrap=True, markup=False, highlight=False)
+    if follower.stopped:
+        err.print(f"mrclab: interrupted; run {job.run_id} was stopped and torn down on {job.remote.spec}"
+                  + (f" ({files} files fetched into {local}/)" if files else ""))
+        sys.exit(130)
+    if code in (0, 1) and (local / "results.json").is_file():
+        doc = json.loads((local / "results.json").read_text())
+        if as_json:
+            emit_json({**doc, "dir": str(local)})
+        else:
+            print_summary(follower.done["results"] if follower.done else doc, local)
+    elif files:
+        err.print(f"{files} files fetched into {local}/")
+    sys.exit(code)
 
 
 def print_summary(doc: dict, target: Path) -> None:
@@ -230,6 +320,55 @@ def topo_verify(file: str, as_json: bool) -> None:
         raise ExpectationFailed(f"{doc['paths'] - doc['ok_paths']} of {doc['paths']} paths failed verification")
 
 
+@cli.group()
+def remote() -> None:
+    """Targets of `mrclab run --target`: install mrclab there, fetch a run's results, clean up there."""
+
+
+@remote.command("setup")
+@click.argument("target")
+@ssh_options
+def remote_setup(target: str, identity: str | None, known_hosts: str | None, accept_new_host_key: bool) -> None:
+    """Install this exact mrclab version on TARGET, provisioned by vagrant/provision.sh (sudo -n when not root)."""
+    from . import __version__
+    from .remote import install
+
+    found = reach(target, identity, known_hosts, accept_new_host_key, require_mrclab=False)
+    with found.conn:
+        install.setup(found, say=err.print)
+    out.print(f"mrclab {__version__} is installed on {target} and `mrclab check` passes there")
+
+
+@remote.command("fetch")
+@click.argument("target")
+@click.argument("run_id")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Where to put it (default results/RUN_ID/).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results document only.")
+@ssh_options
+def remote_fetch(target: str, run_id: str, out_dir: str | None, as_json: bool, identity: str | None,
+                 known_hosts: str | None, accept_new_host_key: bool) -> None:
+    """Follow run RUN_ID on TARGET if it still runs, then download its results directory; exit with its code."""
+    from .remote import job as job_mod
+
+    local = empty_out(Path(out_dir) if out_dir else Path("results") / run_id)
+    found = reach(target, identity, known_hosts, accept_new_host_key, require_mrclab=False)
+    with found.conn:
+        finish_remote(job_mod.existing(found, run_id), local, as_json)
+
+
+@remote.command("clean")
+@click.argument("target")
+@ssh_options
+def remote_clean(target: str, identity: str | None, known_hosts: str | None, accept_new_host_key: bool) -> None:
+    """Run `mrclab clean` on TARGET: remove what interrupted runs left there, and nothing else."""
+    found = reach(target, identity, known_hosts, accept_new_host_key)
+    with found.conn:
+        result = found.conn.run(found.as_root(*found.mrclab, "clean"), timeout=300)
+    for line in (result.stdout + result.stderr).splitlines():
+        out.print(f"{target}: {line}", soft_wrap=True, markup=False, highlight=False)
+    sys.exit(result.code)
+
+
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def clean(as_json: bool) -> None:
@@ -264,6 +403,9 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("mrclab: interrupted\n")
         sys.exit(130)
+    except Terminated as exc:  # torn down already; the shell's code for death by that signal
+        sys.stderr.write(f"mrclab: stopped by {exc}\n")
+        sys.exit(128 + signal.Signals[str(exc)].value)
     except Exception as exc:  # a bug: one line for the user, the traceback in a file for us
         log = Path("/tmp/mrclab-crash.log")
         log.write_text(traceback.format_exc())

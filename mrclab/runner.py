@@ -17,18 +17,16 @@ from pathlib import Path
 
 from . import timeline
 from .agents import Agents, effective_options
+from .errors import Terminated
 from .metrics import avoid, expectations, results
 from .metrics.fidelity import CpuSampler, latency_split
+from .progress import JsonlWriter, Progress, done_record, start_record, view
 from .runstate import RunState
 from .spec import Scenario
 from .transport.cc import rtt_mean
 from .workload import ideal_step_seconds, step_transfers
 
 log = logging.getLogger("mrclab.runner")
-
-
-class Terminated(BaseException):
-    """SIGTERM/SIGHUP: unwind like Ctrl-C so every teardown runs."""
 
 
 @contextmanager
@@ -53,19 +51,6 @@ def warm_pairs(scenario: Scenario) -> list[tuple[str, int, int]]:
     pairs = {(t.src, t.dst) for step in range(workload.steps) for t in step_transfers(workload, step, scenario.seed)}
     return [(src, conn_id(topo.host_index(src), topo.host_index(dst)), topo.host_index(dst))
             for src, dst in sorted(pairs)]
-
-
-@dataclass
-class Progress:
-    """What the live view shows; the runner updates it, `view` renders it."""
-
-    steps_total: int
-    step: int = 0
-    step_started: float = 0.0
-    last_step_s: float | None = None
-    delivered_bytes: int = 0
-    active_faults: dict = field(default_factory=dict)
-    failed: int = 0
 
 
 @dataclass
@@ -239,19 +224,6 @@ class Execution:
         self.open_faults.clear()
 
 
-def _view(p: Progress, scenario: Scenario):
-    from rich.table import Table
-    table = Table(title=f"mrclab run {scenario.name}  ({scenario.transport}, {scenario.routing})", expand=False)
-    for column in ("step", "this step", "last step", "delivered", "failed", "active faults"):
-        table.add_column(column)
-    now = time.monotonic()
-    table.add_row(f"{p.step + 1}/{p.steps_total}", f"{(now - p.step_started) * 1000:.0f} ms",
-                  "-" if p.last_step_s is None else f"{p.last_step_s * 1000:.0f} ms",
-                  f"{p.delivered_bytes / 2**20:.1f} MiB", str(p.failed),
-                  ", ".join(f"{a} {t}" for t, a in p.active_faults.items()) or "none")
-    return table
-
-
 def _logger(path: Path) -> logging.Handler:
     """runner.log. Importing Mininet installs its logger class, which gives every logger created
     afterwards a level of its own (above INFO): mrclab's loggers are set back to inherit this one."""
@@ -266,8 +238,9 @@ def _logger(path: Path) -> logging.Handler:
     return handler
 
 
-def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
-    """Run it, write DIR, return the results document. `console` (stderr) gets the live view."""
+def run_scenario(scenario: Scenario, out_dir: Path, console=None, progress_jsonl: Path | None = None) -> dict:
+    """Run it, write DIR, return the results document. `console` (stderr) gets the live view,
+    `progress_jsonl` its records (mrclab.progress)."""
     from rich.live import Live
 
     from .fabric.net import Fabric
@@ -278,6 +251,10 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     state = RunState.create(f"run {scenario.name}")
     agents = Agents()
+    stream = JsonlWriter(progress_jsonl) if progress_jsonl is not None else None
+    header = start_record(scenario, state.run_id)
+    if stream is not None:
+        stream.write(header)
     log.info("run %s: scenario %s, out %s", state.run_id, scenario.source, out_dir)
     try:
         with terminate_as_exception(), Fabric(scenario.topology, state, out_dir, routing=scenario.routing,
@@ -289,9 +266,11 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
                 execution = Execution(scenario, fabric, agents)
                 sampler = CpuSampler({**agents.pids(), **fabric.packet_pids()})
                 sampler.start()
+                if stream is not None:
+                    stream.follow(execution.progress)
                 if console is not None:
                     with Live(console=console, refresh_per_second=4, transient=True,
-                              get_renderable=lambda: _view(execution.progress, scenario)):
+                              get_renderable=lambda: view(header, execution.progress.record(time.monotonic()))):
                         outcome = execution.run()
                 else:
                     outcome = execution.run()
@@ -312,8 +291,13 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None) -> dict:
         state.teardown()
         logging.getLogger("mrclab").removeHandler(handler)
         handler.close()
+        if stream is not None:
+            stream.stop()
     results.write(out_dir, doc)
     results.write_messages(out_dir, _message_rows(outcome))
+    if stream is not None:
+        stream.write(done_record(doc, out_dir))
+        stream.file.close()
     return doc
 
 

@@ -9,7 +9,7 @@ cd "$here"
 [ "$(id -u)" -eq 0 ] || { echo "provision.sh: run as root (sudo)" >&2; exit 3; }
 
 pkgs=(openvswitch-switch openvswitch-common mininet iproute2 ethtool clang llvm libbpf-dev
-      iperf3 tcpdump python3-venv python3-dev gcc make)
+      iperf3 tcpdump python3-venv python3-dev gcc make openssh-server)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -17,8 +17,19 @@ done
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "provision: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # Installing must start no daemon (openssh-server is here for the tests' own sshd, never the
+  # machine's): a policy-rc.d that refuses every start, for the install only, unless one is there.
+  policy=/usr/sbin/policy-rc.d
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod 755 "$policy"
+    trap 'rm -f "$policy"' EXIT
+  fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Debian's ssh unit and init script never start while this file exists: the machine's sshd
+  # stays off at the next boot too. Only when this script installed the server.
+  [[ " ${missing[*]} " != *" openssh-server "* ]] || touch /etc/ssh/sshd_not_to_be_run
+  if [ "$(trap -p EXIT)" ]; then rm -f "$policy"; trap - EXIT; fi
 fi
 
 # asm/ headers for BPF programs built with clang -target bpf.
