@@ -369,6 +369,44 @@ def remote_clean(target: str, identity: str | None, known_hosts: str | None, acc
     sys.exit(result.code)
 
 
+@cli.group()
+def vm() -> None:
+    """The lab VM (Debian 12, kernel OVS datapath) under QEMU, for `mrclab run --target vm`; files in .vm/."""
+
+
+@vm.command("build")
+def vm_build() -> None:
+    """Build the image: debootstrap, provision.sh --install-only in a chroot, mkfs.ext4 -d (minutes)."""
+    from . import vm as vm_mod
+    vm_mod.build(say=err.print)
+    out.print(f"image: {vm_mod.DISK}")
+
+
+@vm.command("up")
+def vm_up() -> None:
+    """Boot it (KVM where a guest comes up with it, else TCG); only SSH is forwarded, to 127.0.0.1."""
+    from . import vm as vm_mod
+    vm_mod.up(say=err.print)
+
+
+@vm.command("down")
+def vm_down() -> None:
+    """Shut it down (poweroff inside, then its recorded qemu PID if needed)."""
+    from . import vm as vm_mod
+    vm_mod.down(say=err.print)
+
+
+@vm.command("ssh", context_settings={"ignore_unknown_options": True})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def vm_ssh(args: tuple[str, ...]) -> None:
+    """Log in to it, or run ARGS there (OpenSSH's ssh with .vm/ssh-config)."""
+    import os
+
+    from . import vm as vm_mod
+    command = vm_mod.ssh_command(args)
+    os.execvp(command[0], command)
+
+
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def clean(as_json: bool) -> None:

@@ -19,7 +19,7 @@ import paramiko
 
 from ..errors import EnvironmentNotReady, UsageError
 
-VM_SSH_CONFIG = Path(".vm") / "ssh-config"
+VM_SSH_CONFIG = Path(__file__).resolve().parents[2] / ".vm" / "ssh-config"   # written by `mrclab vm up`
 _PLAIN = re.compile(r"^(?:(?P<user>[^@\s:/]+)@)?(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^@\s:/\[\]]+))"
                     r"(?::(?P<port>[^:]*))?$")
 
@@ -48,8 +48,7 @@ def parse(spec: str, *, ssh_config: Path | None = None) -> Target:
         return from_ssh_config(_vagrant_ssh_config(), spec)
     if spec == "vm":
         if not VM_SSH_CONFIG.exists():
-            raise EnvironmentNotReady(f"target vm: no {VM_SSH_CONFIG} here: start the lab VM with `mrclab vm up` "
-                                      "(from the mrclab checkout)")
+            raise EnvironmentNotReady(f"target vm: no {VM_SSH_CONFIG}: start the lab VM with `mrclab vm up`")
         return from_ssh_config(VM_SSH_CONFIG.read_text(), spec)
     m = _PLAIN.match(spec.strip())
     if m is None:

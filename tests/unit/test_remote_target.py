@@ -66,7 +66,7 @@ def test_vagrant_target_runs_vagrant_ssh_config(tmp_path, monkeypatch):
 
 
 def test_vm_target_reads_the_vm_ssh_config(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(target, "VM_SSH_CONFIG", tmp_path / ".vm" / "ssh-config")
     with pytest.raises(EnvironmentNotReady, match="mrclab vm up"):
         target.parse("vm")
     (tmp_path / ".vm").mkdir()
