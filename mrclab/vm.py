@@ -52,7 +52,7 @@ NETWORK = "[Match]\nName=en* eth*\n\n[Network]\nDHCP=ipv4\n"
 def _run(cmd: list[str], say=None, **kwargs) -> None:
     if say:
         say("$ " + " ".join(cmd))
-    result = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False, **kwargs)
     if result.returncode != 0:
         tail = (result.stderr.strip() or result.stdout.strip()).splitlines()[-3:]
         raise EnvironmentNotReady(f"vm: `{' '.join(cmd[:3])} ...` failed: {' | '.join(tail)}")
@@ -93,7 +93,7 @@ class Chroot:
 
     def __exit__(self, *exc):
         for path in reversed(self.mounted):
-            subprocess.run(["umount", "-l", str(path)], capture_output=True)
+            subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
         stop_processes_in(ROOT)
 
     def run(self, *cmd: str, say=None) -> None:
@@ -234,7 +234,7 @@ def up(say) -> dict:
                               f"  UserKnownHostsFile {VM_DIR / 'known_hosts'}\n  StrictHostKeyChecking yes\n")
         (VM_DIR / "console.log").unlink(missing_ok=True)
         say(f"booting the lab VM with {accel} (ssh on 127.0.0.1:{port})")
-        started = subprocess.run(qemu_command(accel, port), capture_output=True, text=True)
+        started = subprocess.run(qemu_command(accel, port), capture_output=True, text=True, check=False)
         if started.returncode != 0:
             say(f"qemu with {accel} did not start: {started.stderr.strip().splitlines()[-1:]}")
             continue

@@ -28,7 +28,7 @@ def source_files() -> list[Path]:
     if not (SOURCE / "setup.cfg").is_file() or not (SOURCE / "vagrant" / "provision.sh").is_file():
         raise UsageError(f"remote setup needs mrclab run from a source checkout; {SOURCE} is not one")
     listed = subprocess.run(["git", "-C", str(SOURCE), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            capture_output=True)
+                            capture_output=True, check=False)
     if listed.returncode == 0:
         return [SOURCE / name for name in listed.stdout.decode().split("\0") if name and (SOURCE / name).is_file()]
     return [p for p in SOURCE.rglob("*") if p.is_file() and not SKIP & set(p.relative_to(SOURCE).parts)]

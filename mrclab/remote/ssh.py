@@ -131,7 +131,7 @@ class Connection:
                 why = "connection refused"
             raise EnvironmentNotReady(f"{where}: cannot connect to {t.host} port {t.port}: {why}") from None
 
-    def __enter__(self) -> "Connection":
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:

@@ -82,7 +82,8 @@ def from_ssh_config(text: str, spec: str) -> Target:
 
 def _vagrant_ssh_config() -> str:
     try:
-        result = subprocess.run(["vagrant", "ssh-config"], capture_output=True, text=True, timeout=120)
+        result = subprocess.run(["vagrant", "ssh-config"], capture_output=True, text=True, timeout=120,
+                                check=False)
     except FileNotFoundError:
         raise EnvironmentNotReady("target vagrant: the vagrant command is not installed here") from None
     except subprocess.TimeoutExpired:

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 def mrclab(*args, timeout=900):
     env = {k: v for k, v in os.environ.items() if k not in ("MRCLAB_REMOTE_COMMAND", "MRCLAB_REMOTE_DIR")}
     return subprocess.run([sys.executable, "-m", "mrclab", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, env=env)
+                          timeout=timeout, env=env, check=False)
 
 
 @pytest.fixture(scope="module")
