@@ -18,6 +18,7 @@ PID and start time, and stopped only by those.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -38,6 +39,8 @@ MIRROR = "http://deb.debian.org/debian"
 BASE_PACKAGES = "linux-image-amd64,kmod,systemd,systemd-sysv,udev,dbus,ca-certificates,iproute2,procps"
 DAEMON_PACKAGES = ["openssh-server", "openvswitch-switch"]   # installed under policy-rc.d, in the chroot
 GUEST_CHECKOUT = "/opt/mrclab"
+HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+BUILD_CA = "/usr/local/share/mrclab-build-ca.crt"   # the host's CA bundle, for pip in the chroot (a TLS proxy)
 STATE = VM_DIR / "vm.json"
 SSH_CONFIG = VM_DIR / "ssh-config"
 BOOT_TIMEOUT_S = {"kvm": 120, "tcg": 420}
@@ -97,8 +100,11 @@ class Chroot:
         stop_processes_in(ROOT)
 
     def run(self, *cmd: str, say=None) -> None:
-        _run(["chroot", str(ROOT), *cmd], say, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
-                                                    "DEBIAN_FRONTEND": "noninteractive", "LANG": "C.UTF-8"})
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "DEBIAN_FRONTEND": "noninteractive",
+               "LANG": "C.UTF-8"}
+        if (ROOT / BUILD_CA.lstrip("/")).exists():
+            env["PIP_CERT"] = BUILD_CA
+        _run(["chroot", str(ROOT), *cmd], say, env=env)
 
 
 def stop_processes_in(root: Path) -> list[int]:
@@ -145,6 +151,8 @@ def build(say) -> None:
     policy = ROOT / "usr/sbin/policy-rc.d"
     policy.write_text("#!/bin/sh\n# mrclab vm build: no daemon starts in the chroot\nexit 101\n")
     policy.chmod(0o755)
+    if HOST_CA.exists():
+        shutil.copy2(HOST_CA, ROOT / BUILD_CA.lstrip("/"))
     try:
         with Chroot() as chroot:
             chroot.run("apt-get", "update", "-qq", say=say)
@@ -153,6 +161,7 @@ def build(say) -> None:
             chroot.run("systemctl", "enable", "systemd-networkd", "ssh", "openvswitch-switch", say=say)
     finally:
         policy.unlink(missing_ok=True)
+        (ROOT / BUILD_CA.lstrip("/")).unlink(missing_ok=True)
     _configure()
     kernels = sorted((ROOT / "boot").glob("vmlinuz-*"))
     initrds = sorted((ROOT / "boot").glob("initrd.img-*"))
@@ -255,6 +264,7 @@ def up(say) -> dict:
 
 def _wait_for_ssh(state: dict, timeout: float) -> bool:
     from .remote import ssh, target
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)  # a guest still booting resets the forward
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc_start_time(state["pid"]) != state["start"]:

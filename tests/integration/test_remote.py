@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("lab")]
 
 REPO = Path(__file__).resolve().parents[2]
 SSHD = Path("/usr/sbin/sshd")
-SMOKE_SETS = ("--set", "expect.fidelity_ok=false", "--set", "expect.max_avoid_s=10s",
+SMOKE_SETS = ("--set", "duration_limit=120s", "--set", "expect.fidelity_ok=false", "--set", "expect.max_avoid_s=10s",
               "--set", "expect.max_step_time_ratio=100")
 
 
@@ -154,20 +154,39 @@ def test_smoke_runs_remotely_and_results_come_back(sshd, tmp_path, leftovers):
     assert json.loads(out)["run_id"] == doc["run_id"]
 
 
-def test_ctrl_c_stops_the_remote_run_and_leaves_nothing(sshd, tmp_path, leftovers):
+def started_job(sshd: Sshd, proc) -> Path:
+    """The run directory of the run `proc` started there, once its steps are under way."""
     runs = sshd.root / "remote" / "runs"
     before = set(runs.iterdir()) if runs.exists() else set()
-    proc = mrclab(sshd, "run", "scenarios/smoke.yaml", "--target", sshd.target, "--out", str(tmp_path / "r"),
-                  "--set", "workload.steps=400")
     deadline = time.monotonic() + 90
-    started = None
-    while started is None:
+    while True:
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         for job in set(runs.iterdir()) - before if runs.exists() else ():
             progress = job / "progress.jsonl"
             if progress.exists() and '"event": "progress"' in progress.read_text():
-                started = job
+                return job
         time.sleep(0.1)
+
+
+def test_a_dropped_session_does_not_stop_the_run(sshd, tmp_path, leftovers):
+    proc = mrclab(sshd, "run", "scenarios/smoke.yaml", "--target", sshd.target, "--out", str(tmp_path / "r"),
+                  "--set", "workload.steps=8", "--set", "events=[]", "--set", "expect={}")
+    job = started_job(sshd, proc)
+    proc.kill()  # the client dies, and its SSH connection with it
+    proc.communicate()
+    assert not (job / "exit_code").exists()
+    fetch = mrclab(sshd, "remote", "fetch", sshd.target, job.name, "--out", str(tmp_path / "later"), "--json")
+    stdout, stderr = fetch.communicate(timeout=120)
+    assert fetch.returncode == 0, stderr
+    doc = json.loads(stdout)
+    assert doc["summary"]["messages"]["completed"] == 8 * 4 and (tmp_path / "later" / "results.json").is_file()
+    assert leftovers(f"m{doc['run_id']}") == []
+
+
+def test_ctrl_c_stops_the_remote_run_and_leaves_nothing(sshd, tmp_path, leftovers):
+    proc = mrclab(sshd, "run", "scenarios/smoke.yaml", "--target", sshd.target, "--out", str(tmp_path / "r"),
+                  "--set", "workload.steps=400")
+    started = started_job(sshd, proc)
     header = json.loads((started / "progress.jsonl").read_text().splitlines()[0])
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
