@@ -4,7 +4,7 @@ PY := .venv/bin/python
 MRCLAB := .venv/bin/mrclab
 LAB ?= scenarios/quickstart.yaml
 
-.PHONY: setup lab test unit integration bench clean check fresh-test screenshots
+.PHONY: setup lab test unit integration bench clean check fresh-test screenshots vm-setup vm-build vm-test
 
 setup:
 	@bash vagrant/provision.sh
@@ -38,3 +38,15 @@ fresh-test:
 # Not in CI: headless Chromium pictures of a run's report page (RUN=results/<run>), for a human to look at.
 screenshots:
 	bash benchmarks/screenshots.sh $(RUN)
+
+# The lab VM under QEMU (not in CI: minutes of CPU). vm-test builds the image unless .vm/disk.img
+# exists (VM_REBUILD=1 rebuilds), boots it, checks it, runs the smoke scenario in it, shuts it down.
+vm-setup:
+	@bash vagrant/provision.sh --vm
+
+vm-build: vm-setup
+	$(MRCLAB) vm build
+
+vm-test: vm-setup
+	@if [ ! -f .vm/disk.img ] || [ -n "$(VM_REBUILD)" ]; then $(MRCLAB) vm build; fi
+	MRCLAB_VM_TEST=1 $(PY) -m pytest -q -s tests/vm

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -22,7 +23,7 @@ from rich.table import Table
 
 from . import check as check_mod
 from . import runstate
-from .errors import EnvironmentNotReady, ExpectationFailed, MrclabError, UsageError
+from .errors import EnvironmentNotReady, ExpectationFailed, MrclabError, Terminated, UsageError
 from .metrics import expectations
 from .spec import topology as topology_mod
 from .spec.reader import one_line
@@ -116,6 +117,46 @@ def topo_show(file: str, as_json: bool) -> None:
     out.print(table)
 
 
+def ssh_options(command):
+    """--identity, --known-hosts and --accept-new-host-key, for every command that reaches a target."""
+    for option in reversed((
+            click.option("--identity", type=click.Path(dir_okay=False), help="Private key file (the SSH agent and "
+                         "~/.ssh/config are used too; never a password)."),
+            click.option("--known-hosts", type=click.Path(dir_okay=False),
+                         help="known_hosts file checked for the target's host key (default ~/.ssh/known_hosts)."),
+            click.option("--accept-new-host-key", is_flag=True, help="Accept and remember a host key seen for the "
+                         "first time (a changed key is always refused)."))):
+        command = option(command)
+    return command
+
+
+def reach(target: str, identity: str | None, known_hosts: str | None, accept_new_host_key: bool,
+          require_mrclab: bool = True):
+    """A connected, located target (mrclab.remote.job.Remote); any failure is one line and exit 3."""
+    from .remote import job, ssh
+    from .remote import target as target_mod
+
+    conn = ssh.Connection(target_mod.parse(target), identity=identity, known_hosts=known_hosts,
+                          accept_new_host_key=accept_new_host_key, say=err.print)
+    try:
+        return job.locate(conn, require=require_mrclab)
+    except BaseException:
+        conn.close()
+        raise
+
+
+def empty_out(path: Path, option: str = "--out") -> Path:
+    """A folder results may go into: new, or empty and ours; never through a symbolic link."""
+    if path.is_symlink():
+        raise UsageError(f"{option} {path}: is a symbolic link; give the directory itself")
+    if path.exists():
+        if not path.is_dir() or any(path.iterdir()):
+            raise UsageError(f"{option} {path}: exists and is not an empty directory")
+        if path.stat().st_uid != os.geteuid():
+            raise UsageError(f"{option} {path}: belongs to another user")
+    return path
+
+
 @cli.command()
 @click.argument("scenario")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Results directory "
@@ -127,8 +168,14 @@ def topo_show(file: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the results document only.")
 @click.option("--dry-run", is_flag=True, help="Check everything that can be checked without a lab, print the "
               "resolved scenario and its expanded timeline, build nothing.")
+@click.option("--progress-jsonl", type=click.Path(dir_okay=False), help="Also write the live view's records, "
+              "one JSON object a line, to this file (what --target follows).")
+@click.option("--target", envvar="MRCLAB_TARGET", metavar="[USER@]HOST[:PORT]|vagrant|vm",
+              help="Run it on that machine over SSH and fetch the results here (env MRCLAB_TARGET).")
+@ssh_options
 def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], capture: str | None, capture_full: bool,
-        as_json: bool, dry_run: bool) -> None:
+        as_json: bool, dry_run: bool, progress_jsonl: str | None, target: str | None, identity: str | None,
+        known_hosts: str | None, accept_new_host_key: bool) -> None:
     """Run a scenario with a live progress view; write its results directory."""
     from . import capture as capture_mod
     from . import preflight
@@ -146,16 +193,25 @@ def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], capture:
             import yaml
             sys.stdout.write(yaml.safe_dump(plan, sort_keys=False))
         return
-    target = results_dir(spec.name, out_dir)
+    if target:
+        if progress_jsonl:
+            raise UsageError("--progress-jsonl is written where the run runs; with --target, leave it out")
+        run_remote(spec, overrides, Path(out_dir) if out_dir else None, as_json,
+                   reach(target, identity, known_hosts, accept_new_host_key))
+        return
+    if identity or known_hosts or accept_new_host_key:
+        raise UsageError("--identity, --known-hosts and --accept-new-host-key go with --target")
+    target_dir = results_dir(spec.name, out_dir)
     require_environment()
     if spec.capture.on:
         capture_mod.tool("dumpcap")
     from . import runner
-    doc = runner.run_scenario(spec, target, console=None if as_json else err, overrides=override_map(overrides))
+    doc = runner.run_scenario(spec, target_dir, console=None if as_json else err, overrides=override_map(overrides),
+                              progress_jsonl=Path(progress_jsonl) if progress_jsonl else None)
     if as_json:
-        emit_json({**doc, "dir": str(target)})
+        emit_json({**doc, "dir": str(target_dir)})
     else:
-        print_summary(doc, target)
+        print_summary(doc, target_dir)
     if expectations.failed(doc["expectations"]):
         sys.exit(1)
 
@@ -164,25 +220,59 @@ def results_dir(name: str, out_dir: str | None) -> Path:
     """Where the run writes: --out as given (empty, and ours if it exists), or results/<name>-<stamp> inside
     results/ (the name is checked when the scenario is read; this checks the resolved path too)."""
     if out_dir:
-        target = Path(out_dir)
-    else:
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        target = Path("results") / f"{name}-{stamp}"
-        if target.resolve().parent != Path("results").resolve():
-            raise UsageError(f"scenario name {name!r} would place results outside results/")
-    if target.is_symlink():
-        raise UsageError(f"--out {target}: is a symbolic link; give the directory itself")
-    if target.exists():
-        if not target.is_dir() or any(target.iterdir()):
-            raise UsageError(f"--out {target}: exists and is not an empty directory")
-        if target.stat().st_uid != os.geteuid():
-            raise UsageError(f"--out {target}: belongs to another user")
-    return target
+        return empty_out(Path(out_dir))
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target = Path("results") / f"{name}-{stamp}"
+    if target.resolve().parent != Path("results").resolve():
+        raise UsageError(f"scenario name {name!r} would place results outside results/")
+    return empty_out(target)
 
 
 def override_map(overrides: tuple[str, ...]) -> dict[str, str]:
     """`--set` as typed, key -> value text (already validated by the scenario reader)."""
     return dict(item.partition("=")[::2] for item in overrides)
+
+
+def run_remote(spec, overrides: tuple[str, ...], out_dir: Path | None, as_json: bool, remote) -> None:
+    from .remote import job as job_mod
+
+    if out_dir is not None:
+        empty_out(out_dir)
+    with remote.conn:
+        job_mod.check(remote)
+        job = job_mod.start(remote, spec, overrides)
+        err.print(f"run {job.run_id} on {remote.spec} (there: {job.dir})", soft_wrap=True)
+        finish_remote(job, out_dir or Path("results") / job.run_id, as_json)
+
+
+def finish_remote(job, local: Path, as_json: bool) -> None:
+    """Follow a remote run to its end, fetch its results, show them as a local run would; exit with its code."""
+    import paramiko
+
+    from .remote import job as job_mod
+    try:
+        code, follower = job_mod.follow(job, None if as_json else err)
+        files = job_mod.fetch(job, local)
+        remote_err = job_mod.stderr_lines(job)
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        raise EnvironmentNotReady(f"connection to {job.remote.spec} lost ({exc or type(exc).__name__}); run "
+                                  f"{job.run_id} goes on there: `mrclab remote fetch {job.remote.spec} {job.run_id}` "
+                                  "gets its results") from None
+    for line in remote_err:
+        err.print(f"{job.remote.spec}: {line}", soft_wrap=True, markup=False, highlight=False)
+    if follower.stopped:
+        err.print(f"mrclab: interrupted; run {job.run_id} was stopped and torn down on {job.remote.spec}"
+                  + (f" ({files} files fetched into {local}/)" if files else ""))
+        sys.exit(130)
+    if code in (0, 1) and (local / "results.json").is_file():
+        doc = json.loads((local / "results.json").read_text())
+        if as_json:
+            emit_json({**doc, "dir": str(local)})
+        else:
+            print_summary(follower.done["results"] if follower.done else doc, local)
+    elif files:
+        err.print(f"{files} files fetched into {local}/")
+    sys.exit(code)
 
 
 def print_summary(doc: dict, target: Path) -> None:
@@ -347,6 +437,93 @@ def wireshark(path_only: bool) -> None:
         out.print(line, soft_wrap=True, markup=False)
 
 
+@cli.group()
+def remote() -> None:
+    """Targets of `mrclab run --target`: install mrclab there, fetch a run's results, clean up there."""
+
+
+@remote.command("setup")
+@click.argument("target")
+@ssh_options
+def remote_setup(target: str, identity: str | None, known_hosts: str | None, accept_new_host_key: bool) -> None:
+    """Install this exact mrclab version on TARGET, provisioned by vagrant/provision.sh (sudo -n when not root)."""
+    from . import __version__
+    from .remote import install
+
+    found = reach(target, identity, known_hosts, accept_new_host_key, require_mrclab=False)
+    with found.conn:
+        install.setup(found, say=err.print)
+    out.print(f"mrclab {__version__} is installed on {target} and `mrclab check` passes there")
+
+
+@remote.command("fetch")
+@click.argument("target")
+@click.argument("run_id")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Where to put it (default results/RUN_ID/).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results document only.")
+@ssh_options
+def remote_fetch(target: str, run_id: str, out_dir: str | None, as_json: bool, identity: str | None,
+                 known_hosts: str | None, accept_new_host_key: bool) -> None:
+    """Follow run RUN_ID on TARGET if it still runs, then download its results directory; exit with its code."""
+    from .remote import job as job_mod
+
+    local = empty_out(Path(out_dir) if out_dir else Path("results") / run_id)
+    found = reach(target, identity, known_hosts, accept_new_host_key, require_mrclab=False)
+    with found.conn:
+        finish_remote(job_mod.existing(found, run_id), local, as_json)
+
+
+@remote.command("clean")
+@click.argument("target")
+@ssh_options
+def remote_clean(target: str, identity: str | None, known_hosts: str | None, accept_new_host_key: bool) -> None:
+    """Run `mrclab clean` on TARGET: remove what interrupted runs left there, and nothing else."""
+    found = reach(target, identity, known_hosts, accept_new_host_key)
+    with found.conn:
+        result = found.conn.run(found.as_root(*found.mrclab, "clean"), timeout=300)
+    for line in (result.stdout + result.stderr).splitlines():
+        out.print(f"{target}: {line}", soft_wrap=True, markup=False, highlight=False)
+    sys.exit(result.code)
+
+
+@cli.group()
+def vm() -> None:
+    """The lab VM (Debian 12, kernel OVS datapath) under QEMU, for `mrclab run --target vm`; files in .vm/."""
+
+
+@vm.command("build")
+def vm_build() -> None:
+    """Build the image: debootstrap, provision.sh --install-only in a chroot, mkfs.ext4 -d (minutes)."""
+    from . import vm as vm_mod
+    vm_mod.build(say=err.print)
+    out.print(f"image: {vm_mod.DISK}")
+
+
+@vm.command("up")
+def vm_up() -> None:
+    """Boot it (KVM where a guest comes up with it, else TCG); only SSH is forwarded, to 127.0.0.1."""
+    from . import vm as vm_mod
+    vm_mod.up(say=err.print)
+
+
+@vm.command("down")
+def vm_down() -> None:
+    """Shut it down (poweroff inside, then its recorded qemu PID if needed)."""
+    from . import vm as vm_mod
+    vm_mod.down(say=err.print)
+
+
+@vm.command("ssh", context_settings={"ignore_unknown_options": True})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def vm_ssh(args: tuple[str, ...]) -> None:
+    """Log in to it, or run ARGS there (OpenSSH's ssh with .vm/ssh-config)."""
+    import os
+
+    from . import vm as vm_mod
+    command = vm_mod.ssh_command(args)
+    os.execvp(command[0], command)
+
+
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def clean(as_json: bool) -> None:
@@ -397,6 +574,9 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("mrclab: interrupted\n")
         sys.exit(130)
+    except Terminated as exc:  # torn down already; the shell's code for death by that signal
+        sys.stderr.write(f"mrclab: stopped by {exc}\n")
+        sys.exit(128 + signal.Signals[str(exc)].value)
     except Exception as exc:  # a bug: one line for the user, the traceback in a file for us
         where = crash_log(traceback.format_exc())
         sys.stderr.write(one_line(f"mrclab: internal error: {type(exc).__name__}: {exc}") + f" ({where})\n")

@@ -21,3 +21,7 @@ class EnvironmentNotReady(MrclabError):
     """The machine cannot run a lab; the message names the failing `mrclab check` row."""
 
     exit_code = 3
+
+
+class Terminated(BaseException):
+    """SIGTERM/SIGHUP during a run: unwinds like Ctrl-C so every teardown runs; the message is the signal's name."""

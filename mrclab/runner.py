@@ -20,20 +20,17 @@ from pathlib import Path
 from . import timeline
 from .agents import Agents, effective_options
 from .capture import Recording
-from .errors import MrclabError
+from .errors import MrclabError, Terminated
 from .metrics import avoid, expectations, results
 from .metrics.cost import CpuMeter
 from .metrics.fidelity import CpuSampler, latency_split
+from .progress import JsonlWriter, Progress, done_record, start_record, view
 from .runstate import RunState
 from .spec import Scenario
 from .transport.cc import rtt_mean
 from .workload import ideal_step_seconds, step_transfers
 
 log = logging.getLogger("mrclab.runner")
-
-
-class Terminated(BaseException):
-    """SIGTERM/SIGHUP: unwind like Ctrl-C so every teardown runs."""
 
 
 class RunFailed(MrclabError):
@@ -62,19 +59,6 @@ def warm_pairs(scenario: Scenario) -> list[tuple[str, int, int]]:
     pairs = {(t.src, t.dst) for step in range(workload.steps) for t in step_transfers(workload, step, scenario.seed)}
     return [(src, conn_id(topo.host_index(src), topo.host_index(dst)), topo.host_index(dst))
             for src, dst in sorted(pairs)]
-
-
-@dataclass
-class Progress:
-    """What the live view shows; the runner updates it, `view` renders it."""
-
-    steps_total: int
-    step: int = 0
-    step_started: float = 0.0
-    last_step_s: float | None = None
-    delivered_bytes: int = 0
-    active_faults: dict = field(default_factory=dict)
-    failed: int = 0
 
 
 @dataclass
@@ -260,18 +244,6 @@ class Execution:
         self.open_faults.clear()
 
 
-def _view(p: Progress, scenario: Scenario):
-    """One line of fixed-width fields, so nothing jumps while it refreshes and nothing is left behind."""
-    from rich.text import Text
-    width = len(str(p.steps_total))
-    now = time.monotonic()
-    last = "-" if p.last_step_s is None else f"{p.last_step_s * 1000:.0f} ms"
-    faults = ", ".join(f"{a} {t}" for t, a in p.active_faults.items()) or "none"
-    return Text(f"step {p.step + 1:>{width}}/{p.steps_total}  this {(now - p.step_started) * 1000:>6.0f} ms  "
-                f"last {last:>7}  delivered {p.delivered_bytes / 2**20:>7.1f} MiB  failed {p.failed:>3}  "
-                f"faults: {faults}", overflow="ellipsis", no_wrap=True)
-
-
 class _Building:
     """The spinner from the start of the run until the agents answer, then the teardown's."""
 
@@ -308,8 +280,10 @@ def _logger(path: Path) -> logging.Handler:
     return handler
 
 
-def run_scenario(scenario: Scenario, out_dir: Path, console=None, overrides: dict | None = None) -> dict:
-    """Run it, write DIR, return the results document. `console` (stderr) gets the live view.
+def run_scenario(scenario: Scenario, out_dir: Path, console=None, overrides: dict | None = None,
+                 progress_jsonl: Path | None = None) -> dict:
+    """Run it, write DIR, return the results document. `console` (stderr) gets the live view,
+    `progress_jsonl` its records (mrclab.progress).
 
     A run that fails or is interrupted still leaves a results.json saying so (`status`, `error`),
     and runner.log records why."""
@@ -324,6 +298,10 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None, overrides: dic
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     state = RunState.create(f"run {scenario.name}")
     agents = Agents()
+    stream = JsonlWriter(progress_jsonl) if progress_jsonl is not None else None
+    header = start_record(scenario, state.run_id)
+    if stream is not None:
+        stream.write(header)
     building = _Building(console)
     log.info("run %s: scenario %s, out %s, overrides %s", state.run_id, scenario.source, out_dir, overrides or {})
     building.show(f"building {scenario.topology.name} and starting the agents")
@@ -350,9 +328,11 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None, overrides: dic
                 meter = CpuMeter({**agents.pids(), **fabric.packet_pids(), os.getpid(): "runner"})
                 meter.start()
                 building.hide()
+                if stream is not None:
+                    stream.follow(execution.progress)
                 if console is not None:
                     with Live(console=console, refresh_per_second=4, transient=True,
-                              get_renderable=lambda: _view(execution.progress, scenario)):
+                              get_renderable=lambda: view(header, execution.progress.record(time.monotonic()))):
                         execution.run()
                 else:
                     execution.run()
@@ -388,11 +368,17 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None, overrides: dic
         log.info("run %s: torn down", state.run_id)
         logging.getLogger("mrclab").removeHandler(handler)
         handler.close()
+        if stream is not None:
+            stream.stop()
         if doc is not None:
             results.write(out_dir, doc)
             results.write_messages(out_dir, _message_rows(outcome))
+            if stream is not None:
+                stream.write(done_record(doc, out_dir))
             if recording is not None:  # after the results, which a failing merge must not cost
                 recording.finish()
+        if stream is not None:
+            stream.file.close()
     if failure is not None:
         if not isinstance(failure, Exception):
             raise failure

@@ -2,14 +2,26 @@
 # One idempotent set-up for a mrclab lab machine (Debian 12 / Ubuntu 22.04+, as root).
 # Installs system packages, starts OVS without systemd or the kernel module when needed,
 # and makes .venv from the system Python (Debian's Mininet lives in its site-packages).
+# --install-only: packages and .venv only, no sysctl and no daemon: for an image root being
+# built in a chroot (`mrclab vm build`), whose own systemd starts OVS when it boots.
+# --vm: also what building and booting the lab VM takes here (`make vm-test`).
 set -euo pipefail
+install_only=0 vm=0
+for arg in "$@"; do
+  case "$arg" in
+    --install-only) install_only=1 ;;
+    --vm) vm=1 ;;
+    *) echo "provision.sh: unknown option $arg (--install-only, --vm)" >&2; exit 2 ;;
+  esac
+done
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 
 [ "$(id -u)" -eq 0 ] || { echo "provision.sh: run as root (sudo)" >&2; exit 3; }
 
 pkgs=(openvswitch-switch openvswitch-common mininet iproute2 ethtool clang llvm libbpf-dev
-      iperf3 tcpdump tshark python3-venv python3-dev gcc make)
+      iperf3 tcpdump tshark python3-venv python3-dev gcc make openssh-server)
+[ "$vm" -eq 0 ] || pkgs+=(qemu-system-x86 debootstrap)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -19,8 +31,19 @@ if [ "${#missing[@]}" -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   # wireshark-common asks whether non-root users may capture: no (mrclab captures as root)
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+  # Installing must start no daemon (openssh-server is here for the tests' own sshd, never the
+  # machine's): a policy-rc.d that refuses every start, for the install only, unless one is there.
+  policy=/usr/sbin/policy-rc.d
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod 755 "$policy"
+    trap 'rm -f "$policy"' EXIT
+  fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Debian's ssh unit and init script never start while this file exists: the machine's sshd
+  # stays off at the next boot too. Only when this script installed the server.
+  [[ " ${missing[*]} " != *" openssh-server "* ]] || touch /etc/ssh/sshd_not_to_be_run
+  if [ "$(trap -p EXIT)" ]; then rm -f "$policy"; trap - EXIT; fi
 fi
 
 # asm/ headers for BPF programs built with clang -target bpf.
@@ -28,6 +51,7 @@ if [ ! -e /usr/include/asm ] && [ -d "/usr/include/$(uname -m)-linux-gnu/asm" ];
   ln -s "/usr/include/$(uname -m)-linux-gnu/asm" /usr/include/asm
 fi
 
+if [ "$install_only" -eq 0 ]; then
 # The userspace datapath sends on every port through ONE AF_PACKET socket, created with the
 # default send buffer; packets waiting in every shaped port's queue are charged to it, and
 # once it is full OVS drops them (tx_dropped) - losses the emulated network never made.
@@ -59,6 +83,7 @@ if ! ovs-vsctl --timeout=2 show >/dev/null 2>&1; then
     ovs-vsctl --timeout=5 show >/dev/null 2>&1 || "$ctl" start --system-id=random --no-mlockall --no-full-hostname >/dev/null
   fi
   ovs-vsctl --timeout=5 show >/dev/null
+fi
 fi
 
 # Python environment: the system interpreter, which is the one Debian's Mininet is built for.

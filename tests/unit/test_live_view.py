@@ -4,19 +4,20 @@ import time
 
 from rich.console import Console
 
-from mrclab import runner
+from mrclab import progress
 from mrclab.spec import scenario as scenario_mod
 
 
 def test_live_view_is_one_line_with_stable_columns():
     """The live view keeps every field where it was as the numbers grow, on one line with no title."""
     spec = scenario_mod.load("smoke")
+    start = progress.start_record(spec, "abc")
     lines = []
     for step, last, delivered, failed in ((0, None, 0, 0), (22, 1.234, 5 * 2**30, 12)):
-        p = runner.Progress(steps_total=24, step=step, step_started=time.monotonic(), last_step_s=last,
-                            delivered_bytes=delivered, failed=failed)
+        p = progress.Progress(steps_total=24, step=step, step_started=time.monotonic(), last_step_s=last,
+                              delivered_bytes=delivered, failed=failed)
         console = Console(width=200, record=True, file=io.StringIO())
-        console.print(runner._view(p, spec))
+        console.print(progress.view(start, p.record(time.monotonic())))
         lines.append(console.export_text().rstrip("\n"))
     assert all("\n" not in line for line in lines)
     for word in ("this", "last", "delivered", "failed", "faults:"):
