@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 INTERVAL_S = 0.25
-SUMMARY_KEYS = ("run_id", "scenario", "topology", "transport", "routing", "duration_s", "steps", "summary",
-                "events", "unfired_events", "controller", "fidelity", "expectations")
+SUMMARY_KEYS = ("run_id", "status", "scenario", "topology", "transport", "routing", "datapath", "overrides",
+                "duration_s", "steps", "summary", "events", "unfired_events", "controller", "fidelity",
+                "expectations")
 
 
 @dataclass

@@ -132,7 +132,7 @@ def test_smoke_runs_remotely_and_results_come_back(sshd, tmp_path, leftovers):
     assert s["bytes"]["sent"] == s["bytes"]["delivered"] == s["bytes"]["verified"] == 24 * 4 * 256 * 1024
     assert proc.returncode == (1 if doc["fidelity"]["ok"] else 0), stderr
     # the summary is drawn here, from the run's progress stream
-    assert "results in" in stdout and "flow-mods after boot" in stdout and "expectations" in stdout
+    assert "results in" in stdout and "after boot" in stdout and "expectations" in stdout
     for name in ("scenario.yaml", "steps.csv", "events.csv", "messages.csv", "runner.log", "agent-h0.jsonl"):
         assert (local / name).is_file(), name
     [job] = (sshd.root / "remote" / "runs").iterdir()
@@ -170,7 +170,7 @@ def started_job(sshd: Sshd, proc) -> Path:
 
 def test_a_dropped_session_does_not_stop_the_run(sshd, tmp_path, leftovers):
     proc = mrclab(sshd, "run", "scenarios/smoke.yaml", "--target", sshd.target, "--out", str(tmp_path / "r"),
-                  "--set", "workload.steps=8", "--set", "events=[]", "--set", "expect={}")
+                  "--set", "workload.steps=300", "--set", "events=[]", "--set", "expect={}")
     job = started_job(sshd, proc)
     proc.kill()  # the client dies, and its SSH connection with it
     proc.communicate()
@@ -179,7 +179,7 @@ def test_a_dropped_session_does_not_stop_the_run(sshd, tmp_path, leftovers):
     stdout, stderr = fetch.communicate(timeout=120)
     assert fetch.returncode == 0, stderr
     doc = json.loads(stdout)
-    assert doc["summary"]["messages"]["completed"] == 8 * 4 and (tmp_path / "later" / "results.json").is_file()
+    assert doc["summary"]["messages"]["completed"] == 300 * 4 and (tmp_path / "later" / "results.json").is_file()
     assert leftovers(f"m{doc['run_id']}") == []
 
 
