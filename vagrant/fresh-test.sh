@@ -64,7 +64,9 @@ step() {
 step check
 /usr/share/openvswitch/scripts/ovs-ctl stop >/dev/null 2>&1 || true
 export -f step
-unshare --net bash -c "ip link set lo up; failed=0; step lab; step test; exit \$failed" || failed=1
+# sysfs shows the network namespace it was mounted in: mount it again from inside the new one, or
+# /sys/class/net would list the machine's interfaces instead of the lab's.
+unshare --net bash -c "mount -t sysfs sysfs /sys && ip link set lo up; failed=0; step lab; step test; exit \$failed" || failed=1
 exit $failed'
 
 # Mount + PID namespaces; the new root is mounted privately, /run and /tmp are its own.
