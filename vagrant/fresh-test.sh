@@ -65,7 +65,7 @@ step check
 /usr/share/openvswitch/scripts/ovs-ctl stop >/dev/null 2>&1 || true
 export -f step
 # sysfs shows the network namespace it was mounted in: mount it again from inside the new one, or
-# /sys/class/net would list the machine's interfaces instead of the lab's.
+# /sys/class/net would list the interfaces of the machine, not those of the lab.
 unshare --net bash -c "mount -t sysfs sysfs /sys && ip link set lo up; failed=0; step lab; step test; exit \$failed" || failed=1
 exit $failed'
 
