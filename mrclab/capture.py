@@ -28,6 +28,9 @@ SNAPLEN_FULL = 262144
 MERGED = "all.pcapng"
 READY_TIMEOUT_S = 10.0
 READY_PER_INTERFACE_S = 0.1  # `all` on the default lab starts 192 of them on a busy machine
+# dumpcap reads packets a ring block at a time (TPACKET_V3), and a block is handed over when full or
+# 250 ms after its first packet: stopped sooner, the packets of the open block are lost.
+BLOCK_TIMEOUT_S = 0.25
 STOP_TIMEOUT_S = 10.0
 log = logging.getLogger("mrclab.capture")
 _STATS = re.compile(r"Packets received/dropped on interface '([^']+)': (\d+)/(\d+)")
@@ -85,22 +88,27 @@ class Recording:
         log.info("capture: %d interfaces recording after %.2f s", len(self.procs), time.monotonic() - began)
 
     def _wait_ready(self) -> None:
+        """Until every dumpcap has written its file header and said "Capturing on '<interface>'"."""
         deadline = time.monotonic() + READY_TIMEOUT_S + READY_PER_INTERFACE_S * len(self.procs)
         waiting = dict(self.procs)
         while waiting:
+            said = self.log.read_text(errors="replace") if self.log.exists() else ""
             for name, proc in list(waiting.items()):
                 if proc.poll() is not None:
                     raise EnvironmentNotReady(f"capture on {name} ({self.kernel_names[name]}) failed: "
-                                       f"{self.log.read_text(errors='replace').strip()[-300:]}")
+                                       f"{said.strip()[-300:]}")
                 path = self.directory / f"{name}.pcapng"
-                if path.exists() and path.stat().st_size > 0:  # dumpcap opens the interface before the file
+                if path.exists() and path.stat().st_size > 0 and f"Capturing on '{self.kernel_names[name]}'" in said:
                     del waiting[name]
             if time.monotonic() > deadline:
                 raise EnvironmentNotReady(f"capture did not start in time on {', '.join(waiting)}")
             time.sleep(0.02)
 
     def stop(self) -> dict:
-        """Stop every dumpcap by PID (they flush on SIGTERM); what they counted, for the fidelity notes."""
+        """Stop every dumpcap by PID, once its open ring block is handed over (a short run fits in one);
+        what they counted, for the fidelity notes."""
+        if any(proc.poll() is None for proc in self.procs.values()):
+            time.sleep(2 * BLOCK_TIMEOUT_S)
         for proc in self.procs.values():
             if proc.poll() is None:
                 self.cpu_s += _cpu_seconds(proc.pid)
