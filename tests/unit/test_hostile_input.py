@@ -12,8 +12,8 @@ from mrclab.errors import UsageError
 from mrclab.spec import scenario as scenario_mod
 from mrclab.spec import topology as topology_mod
 from tests.conftest import REPO
+from tests.unit.test_spec import BASE, merged
 
-BASE = {"name": "t", "topology": "clos-2p-2l-2s", "workload": {"pattern": "ring-allreduce", "steps": 4}}
 
 
 def refused(path, overrides=(), fragment=""):
@@ -34,14 +34,7 @@ def scenario_file(tmp_path, text, name="s.yaml"):
 
 
 def with_base(tmp_path, **changes):
-    data = yaml.safe_load(yaml.safe_dump(BASE))
-    for key, value in changes.items():
-        node = data
-        parts = key.split("__")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = value
-    return scenario_file(tmp_path, yaml.safe_dump(data))
+    return scenario_file(tmp_path, yaml.safe_dump(merged(**changes)))
 
 
 ALIAS_BOMB = "a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
