@@ -113,11 +113,11 @@ def linux_srv6_probe() -> tuple[bool, str]:
 def auto_datapath() -> tuple[str, str]:
     """(`ovs` or `linux`, why): what `datapath: auto` runs on this machine."""
     if kernel_datapath_available():
-        return "ovs", "the openvswitch kernel module is loaded: OVS's kernel datapath"
+        return "ovs", "the OVS kernel module is loaded"
     ok, detail = linux_srv6_probe()
     if ok:
-        return "linux", f"no openvswitch kernel module, and the kernel's SRv6 works ({detail})"
-    return "ovs", f"userspace OVS, the last resort: no openvswitch kernel module, and kernel SRv6 failed ({detail})"
+        return "linux", "kernel SRv6 forwards uSIDs; no OVS kernel module"
+    return "ovs", f"userspace OVS, the last resort: no OVS kernel module, and kernel SRv6 failed ({detail})"
 
 
 def datapath() -> Row:
