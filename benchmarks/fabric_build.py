@@ -73,10 +73,11 @@ def mininet_bare(t) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("topology", nargs="?", default="clos-4p-4l-4s")
+    parser.add_argument("--datapath", choices=("auto", "ovs", "linux"), default="auto")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     t = topology_mod.load(args.topology)
-    ours = verify_topology(t)
+    ours = verify_topology(t, datapath=args.datapath)
     if not ours["ok"]:
         sys.exit(f"verification failed: {ours['paths'] - ours['ok_paths']} of {ours['paths']} paths")
     bare = mininet_bare(t)
