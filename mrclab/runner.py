@@ -480,7 +480,6 @@ def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome
         "links": links,
         "controller": controller,
         "fidelity": fidelity,
-        "status": "completed",
     }
     checks = expectations.evaluate(scenario.expect, doc)
     for u in outcome.unfired:

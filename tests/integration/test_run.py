@@ -110,6 +110,17 @@ def test_smoke_runs_end_to_end(tmp_path, leftovers, datapath):
     assert leftovers(f"m{doc['run_id']}") == [] and not (STATE_DIR / f"{doc['run_id']}.json").exists()
 
 
+def test_a_run_past_its_duration_limit_says_so(tmp_path):
+    proc = mrclab("run", "scenarios/smoke.yaml", "--out", str(tmp_path / "r"), "--set", "workload.steps=5000",
+                  "--set", "events=[]", "--set", "duration_limit=1s", "--set", "expect={}",
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1, stderr
+    doc = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert doc["status"] == "duration_limit" and doc["expectations"][0]["name"] == "duration_limit"
+    assert not doc["expectations"][0]["ok"] and len(doc["steps"]) < 5000
+
+
 def test_impossible_expectation_exits_1(tmp_path):
     proc = mrclab("run", "scenarios/smoke.yaml", "--out", str(tmp_path / "r"), "--set", "workload.steps=3",
                   "--set", "events=[]", "--set", "expect={max_step_time_s: 1us}",
