@@ -113,8 +113,8 @@ class WindowCC:
 
     __slots__ = ("cwnd", "_mss", "_max", "_base_rtt", "_target", "_ai", "_fi", "_md", "_trim_md", "_hold_until")
 
-    def __init__(self, mss: int, init_window: int, max_window: int, base_rtt: float, target_delay: float, ai: float,
-                 fi: float, md: float, trim_md: float) -> None:
+    def __init__(self, mss: int, *, init_window: int, max_window: int, base_rtt: float, target_delay: float,
+                 ai: float, fi: float, md: float, trim_md: float) -> None:
         self._mss = mss
         self._base_rtt = base_rtt
         self._max = max(max_window, mss)

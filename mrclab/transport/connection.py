@@ -38,8 +38,10 @@ class Connection:
         self.config = config
         self.counters = Counters()
         self._events: list = []
-        self._evs = EvSet(list(evs), ev_plane, config.ev_count, config.ev_min_active, config.probe_interval,
-                          config.probe_interval_max, config.probe_successes, config.single_path, self._events, self.counters, ev_path)
+        self._evs = EvSet(list(evs), ev_plane, count=config.ev_count, min_active=config.ev_min_active,
+                          probe_interval=config.probe_interval, probe_interval_max=config.probe_interval_max,
+                          probe_successes=config.probe_successes, single_path=config.single_path,
+                          events=self._events, counters=self.counters, ev_path=ev_path)
         self._tx = Sender(conn_id, config, self._evs, self._events, self.counters)
         self._rx = Receiver(conn_id, config, self._events, self.counters)
 

@@ -34,18 +34,28 @@ until its path heals. Retirement never takes the number of usable slots below
 ``ev_min_active``: EVs of a bad path that would break that floor stay in service
 (``Counters.loss_at_min_active`` counts the losses that could not retire their EV).
 
-A path the owner *holds* (``Path.held``: a packet on it is overdue, not yet declared lost)
-is passed over like a skipped EV, turn after turn, until the hold ends; it keeps its
-state and its slots. When every usable slot is held, the next one is used anyway.
+A path the owner *holds* (:meth:`EvSet.hold`: a packet on it is overdue, not yet declared
+lost) is passed over like a skipped EV, turn after turn, until :meth:`EvSet.release`; it
+keeps its state and its slots. When every usable slot is held, the next one is used anyway.
 
-SKIP transitions are not reported as events: under congestion they would flood the
-log, and they carry no news about paths (``Counters.skips`` counts them).
+The owner names its transmissions by transmit sequence (``xseq``, rising). A path
+remembers the one whose loss condemned it (``Path.cause``) and the latest one it
+delivered (``Path.heard``); when the condemning loss turns out late (:meth:`EvSet.late`)
+and the path delivered a packet sent after it, the path comes back at once
+(:meth:`EvSet.undo`), without probing.
+
+Every EV state change is a row of ``TRANSITIONS``, made by the :class:`EvSet` operation of
+the same name; ``USABLE`` is the predicate "carries data". SKIP transitions (``congested``
+and ``turn``) are not reported as events: under congestion they would flood the log, and
+they carry no news about paths (``Counters.skips`` counts them).
 """
 from __future__ import annotations
 
 from collections import deque
 from enum import IntEnum
-from typing import Callable, Hashable, NamedTuple
+from typing import Callable, Hashable, Iterator, NamedTuple
+
+from .counters import Counters
 
 
 class EvState(IntEnum):
@@ -58,6 +68,25 @@ class EvState(IntEnum):
 
 UNKNOWN, GOOD, SKIP, ASSUMED_BAD, DENIED = EvState
 
+USABLE = frozenset({UNKNOWN, GOOD, SKIP})
+"""The states of an EV that carries data (a SKIP one after sitting out its turn)."""
+
+TRANSITIONS: dict[str, dict[EvState, EvState]] = {
+    "delivered": {UNKNOWN: GOOD},  # a packet sent on it was acknowledged
+    "congested": {UNKNOWN: SKIP, GOOD: SKIP},  # a trim NACK or ECN echo: sit out the next turn
+    "turn": {SKIP: GOOD},  # the turn sat out
+    "retire": {UNKNOWN: ASSUMED_BAD, GOOD: ASSUMED_BAD, SKIP: ASSUMED_BAD},  # its path lost a packet
+    "revive": {ASSUMED_BAD: GOOD},  # its path answered the probes, or the loss that condemned it was none
+    "deny": {UNKNOWN: DENIED, GOOD: DENIED, SKIP: DENIED, ASSUMED_BAD: DENIED},  # the operator excludes it
+    "allow": {DENIED: UNKNOWN},  # the operator lets it back, onto a path not known bad
+    "allow_bad": {DENIED: ASSUMED_BAD},  # ... onto a path still bad: it waits for the path's probes
+}
+"""Operation -> {state it applies to: the state it leads to}; from any other state the operation changes nothing."""
+
+_QUIET = frozenset({"congested", "turn"})  # not reported as events (see module doc)
+NONE = -1
+"""``Path.cause``, ``Path.heard`` and ``Path.held`` when they name no transmission."""
+
 
 class EvStateChanged(NamedTuple):
     ev: int
@@ -67,7 +96,10 @@ class EvStateChanged(NamedTuple):
 
 
 class Path:
-    """One path (every EV steering the same way) and its probing episode while it is bad."""
+    """One path (every EV steering the same way), what the owner learned of it, and its probing episode while bad.
+
+    Its fields are read by the owner and written by :class:`EvSet` alone.
+    """
 
     __slots__ = ("key", "evs", "bad", "probe_seq", "probe_last", "probe_ok", "next_probe", "probe_gap",
                  "probe_cursor", "cause", "cause_delivered", "heard", "rtt", "held")
@@ -82,11 +114,11 @@ class Path:
         self.next_probe = 0.0
         self.probe_gap = 0.0  # the current interval between probes (backs off while unanswered)
         self.probe_cursor = 0  # probes rotate over the path's EVs (they all steer the same way)
-        self.cause: object = None  # the owner's record of the loss that condemned it
-        self.cause_delivered = False  # the owner learned that loss was none (the packet was late)
-        self.heard = -1  # the owner's latest transmission on this path that was delivered (its sequence)
-        self.rtt = 0.0  # the owner's latest RTT samples on this path
-        self.held: object = None  # the owner's overdue transmission that keeps new data off this path
+        self.cause = NONE  # the xseq whose loss condemned it
+        self.cause_delivered = False  # that transmission was delivered after all (it was late, not lost)
+        self.heard = NONE  # the latest xseq on this path that was delivered
+        self.rtt = 0.0  # the latest RTT samples on this path (fast up, slow down)
+        self.held = NONE  # the overdue xseq that keeps new data off this path
 
     def probe_ev(self) -> Ev | None:
         """The EV the next probe of this path goes on: the next one not denied, None if all are."""
@@ -100,7 +132,7 @@ class Path:
 
 
 class Ev:
-    """One entropy value and what the sender knows about its path."""
+    """One entropy value and what the sender knows about its path (written by :class:`EvSet` alone)."""
 
     __slots__ = ("ev", "plane", "path", "state", "slot", "last_send", "sent")
 
@@ -114,12 +146,18 @@ class Ev:
         self.sent = 0  # DATA packets put on this path
 
 
+def latest_delay(previous: float, sample: float) -> float:
+    """A path's or plane's latest delay after ``sample``: up at once, down a quarter of the way (a sample
+    below the last may be a lucky packet; one above it is what the next packet can expect)."""
+    return sample if sample > previous else previous + 0.25 * (sample - previous)
+
+
 class EvSet:
     """The spraying order and the state machine of every EV (and path) of one connection."""
 
-    def __init__(self, evs: list[int], ev_plane: Callable[[int], int], count: int, min_active: int,
+    def __init__(self, evs: list[int], ev_plane: Callable[[int], int], *, count: int, min_active: int,
                  probe_interval: float, probe_interval_max: float, probe_successes: int, single_path: bool,
-                 events: list, counters, ev_path: Callable[[int], Hashable] | None = None) -> None:
+                 events: list, counters: Counters, ev_path: Callable[[int], Hashable] | None = None) -> None:
         if not evs:
             raise ValueError("a connection needs at least one EV")
         if len(set(evs)) != len(evs):
@@ -146,6 +184,7 @@ class EvSet:
                     e.slot = len(self.slots)
                     self.slots.append(e)
         self._reserve = by_plane
+        self.plane_rtt: dict[int, float] = {}  # plane -> its latest delay (see latest_delay)
         self._probing: list[Path] = []  # bad paths, probed
         self._cursor = 0
         self._min_active = min_active
@@ -162,11 +201,14 @@ class EvSet:
     def get(self, ev: int) -> Ev | None:
         return self._by_ev.get(ev)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Ev]:
         return iter(self._by_ev.values())
 
-    def next_ev(self, avoid: Ev | None = None) -> Ev | None:
-        """The EV for the next data packet: the next usable slot after the cursor.
+    # -- spraying -----------------------------------------------------------------------------------
+
+    def send_on(self, now: float, avoid: Ev | None = None) -> Ev | None:
+        """The EV the next data packet goes on, counted as sent on at ``now``: the next usable slot after the
+        cursor.
 
         ``avoid`` (the EV a lost packet went on) is passed over, and so is every EV of its path,
         when another slot is usable; so are held paths (a packet on them is overdue). None when
@@ -177,37 +219,89 @@ class EvSet:
         cursor = self._cursor
         fallback = None
         avoid_path = avoid.path if avoid is not None else None
+        usable = USABLE
+        chosen = None
         for _ in range(2 * n):  # a second lap finds EVs whose SKIP the first lap consumed
             e = slots[cursor]
             cursor = cursor + 1 if cursor + 1 < n else 0
             state = e.state
             if state == SKIP:
-                e.state = GOOD
-            elif state <= GOOD:
-                if (e.path is avoid_path or e.path.held is not None) and n > 1:
+                self._apply(e, "turn", now)
+            elif state in usable:
+                if (e.path is avoid_path or e.path.held != NONE) and n > 1:
                     if fallback is None or e is avoid:
                         fallback = e
                     continue
-                self._cursor = cursor
-                return e
+                chosen = e
+                break
         self._cursor = cursor
-        return fallback
+        if chosen is None:
+            chosen = fallback
+            if chosen is None:
+                return None
+        chosen.last_send = now
+        chosen.sent += 1
+        return chosen
 
-    def on_delivered(self, e: Ev, now: float) -> None:
-        if e.state == UNKNOWN:
-            self._set(e, GOOD, now)
+    def usable_slots(self) -> int:
+        return sum(1 for e in self.slots if e.state in USABLE)
 
-    def on_congestion(self, e: Ev) -> None:
+    # -- what the owner learns of EVs and paths ------------------------------------------------------
+
+    def delivered(self, e: Ev, now: float) -> None:
+        """A packet sent on ``e`` (or the SACK of one, which echoes it) arrived."""
+        self._apply(e, "delivered", now)
+
+    def rtt_sample(self, e: Ev, sample: float) -> None:
+        """An RTT sample of a packet sent on ``e``: the latest delay of its plane and path."""
+        plane = e.plane
+        self.plane_rtt[plane] = latest_delay(self.plane_rtt.get(plane, 0.0), sample)
+        e.path.rtt = latest_delay(e.path.rtt, sample)
+
+    def path_delivered(self, path: Path, xseq: int, now: float) -> None:
+        """Transmission ``xseq`` on ``path`` was delivered: the path is heard from (and comes back if the
+        loss that condemned it was late and sent before ``xseq``)."""
+        if xseq > path.heard:
+            path.heard = xseq
+            if path.cause_delivered:
+                self.undo(path, now)
+
+    def late(self, path: Path, xseq: int, now: float) -> None:
+        """Transmission ``xseq``, declared lost, was delivered after all: as :meth:`path_delivered`, and if
+        its loss condemned ``path``, the path comes back once it delivered a later one."""
+        if xseq > path.heard:
+            path.heard = xseq
+        if path.bad and path.cause == xseq:
+            path.cause_delivered = True
+        if path.cause_delivered:
+            self.undo(path, now)
+
+    def congested(self, e: Ev, now: float) -> None:
         """A trim NACK or ECN echo about this EV's path: skip one turn."""
-        if e.state <= GOOD and not self._single_path:
-            e.state = SKIP
+        if not self._single_path and self._apply(e, "congested", now):
             self._counters.skips += 1
 
-    def on_loss(self, e: Ev, now: float) -> bool:
-        """A packet sent on ``e`` was lost without a trim: condemn its path (its EVs, as far as
-        ``ev_min_active`` allows). True when the path was not known bad before."""
+    def hold(self, path: Path, xseq: int) -> None:
+        """Transmission ``xseq`` on ``path`` is overdue: no new data on the path until it is released (one hold
+        at a time)."""
+        if path.held == NONE:
+            path.held = xseq
+            self._counters.paths_held += 1
+
+    def release(self, path: Path, xseq: int) -> None:
+        """Transmission ``xseq`` was acknowledged or declared lost: if it held ``path``, the hold ends."""
+        if path.held == xseq:
+            path.held = NONE
+
+    def release_all(self) -> None:
+        for path in self._paths.values():
+            path.held = NONE
+
+    def lost(self, e: Ev, xseq: int, now: float) -> None:
+        """Transmission ``xseq``, sent on ``e``, was lost without a trim: condemn its path (its EVs, as far
+        as ``ev_min_active`` allows); a path not known bad before remembers ``xseq`` as the cause."""
         if self._single_path or e.state == DENIED:
-            return False
+            return
         path = e.path
         newly = not path.bad
         path.bad = True  # first, so that no spare is taken from this very path
@@ -218,20 +312,29 @@ class EvSet:
             else:
                 self._counters.loss_at_min_active += 1
         for other in path.evs:
-            if other is not e and other.state <= SKIP and self._retire(other, now):
+            if other is not e and other.state in USABLE and self._retire(other, now):
                 retired = True
         if not newly:
-            return False
+            return
         if not retired:  # ev_min_active kept every EV of it in service: nothing to probe back
             path.bad = False
-            return False
+            return
+        path.cause = xseq
         path.probe_last = path.probe_seq - 1
         path.probe_ok = 0
         path.probe_gap = self._probe_interval
         path.next_probe = now + path.probe_gap
         self._probing.append(path)
         self._counters.paths_retired += 1
-        return True
+
+    def undo(self, path: Path, now: float) -> None:
+        """The loss that condemned ``path`` was none: restore it without probing, if it delivered a packet sent
+        after that one."""
+        if path.bad and path.heard > path.cause:
+            self._counters.retirements_undone += 1
+            self._restore(path, now)
+
+    # -- the operator --------------------------------------------------------------------------------
 
     def deny(self, ev: int, now: float) -> None:
         """Administrative exclusion: no data, no probes, until :meth:`allow`."""
@@ -244,7 +347,7 @@ class EvSet:
                 self._move_slot(e, spare)
         else:
             self._drop_from_reserve(e)
-        self._set(e, DENIED, now)
+        self._apply(e, "deny", now)
         path = e.path
         if path.bad and all(x.state == DENIED for x in path.evs):
             self._end_episode(path)  # nothing left to probe it with
@@ -253,15 +356,13 @@ class EvSet:
         e = self._by_ev[ev]
         if e.state != DENIED:
             return
-        path = e.path
-        if path.bad:
-            self._set(e, ASSUMED_BAD, now)
+        if e.path.bad:
+            self._apply(e, "allow_bad", now)
         else:
-            self._set(e, UNKNOWN, now)
+            self._apply(e, "allow", now)
             self._return(e)
 
-    def usable(self) -> int:
-        return sum(1 for e in self.slots if e.state <= SKIP)
+    # -- probing -------------------------------------------------------------------------------------
 
     def bad_paths(self) -> list[Hashable]:
         return [p.key for p in self._probing]
@@ -286,7 +387,7 @@ class EvSet:
                     path.probe_seq += 1
         return due
 
-    def on_probe_reply(self, e: Ev, seq: int, now: float) -> None:
+    def probe_reply(self, e: Ev, seq: int, now: float) -> None:
         path = e.path
         if not path.bad or seq <= path.probe_last or seq >= path.probe_seq:
             return  # stale, from an episode that is over, or never sent
@@ -299,17 +400,23 @@ class EvSet:
             self._counters.paths_restored += 1
             self._restore(path, now)
 
-    def undo(self, path: Path, now: float) -> None:
-        """The loss that condemned ``path`` was no loss and the path delivered since: restore it without probing."""
-        if path.bad:
-            self._counters.retirements_undone += 1
-            self._restore(path, now)
+    # -- internals -----------------------------------------------------------------------------------
+
+    def _apply(self, e: Ev, operation: str, now: float) -> bool:
+        """Make the ``TRANSITIONS`` row ``operation`` on ``e``; False when it does not apply to its state."""
+        new = TRANSITIONS[operation].get(e.state)
+        if new is None:
+            return False
+        old = e.state
+        e.state = new
+        if operation not in _QUIET:
+            self._events.append(EvStateChanged(e.ev, old, new, now))
+        return True
 
     def _restore(self, path: Path, now: float) -> None:
         self._end_episode(path)
         for x in path.evs:
-            if x.state == ASSUMED_BAD:
-                self._set(x, GOOD, now)
+            if self._apply(x, "revive", now):
                 self._counters.ev_restored += 1
                 self._return(x)
 
@@ -319,28 +426,28 @@ class EvSet:
             spare = self._take_spare(e.plane)
             if spare is not None:
                 self._move_slot(e, spare)
-            elif self.usable() <= self._min_active:
+            elif self.usable_slots() <= self._min_active:
                 return False
         else:
             self._drop_from_reserve(e)
-        self._set(e, ASSUMED_BAD, now)
+        self._apply(e, "retire", now)
         self._counters.ev_retired += 1
         return True
 
     def _end_episode(self, path: Path) -> None:
         path.bad = False
-        path.cause = None
+        path.cause = NONE
         path.cause_delivered = False
         if path in self._probing:
             self._probing.remove(path)
 
     def _return(self, e: Ev) -> None:
-        """A healed or re-allowed EV takes back a slot of its plane held by a bad EV, else waits in reserve."""
+        """A healed or re-allowed EV takes back a slot of its plane held by an unusable EV, else waits in reserve."""
         if e.slot is not None:
             return
-        for held in self.slots:
-            if held.plane == e.plane and held.state >= ASSUMED_BAD:
-                self._move_slot(held, e)
+        for taken in self.slots:
+            if taken.plane == e.plane and taken.state not in USABLE:
+                self._move_slot(taken, e)
                 return
         self._reserve.setdefault(e.plane, deque()).append(e)
 
@@ -350,7 +457,7 @@ class EvSet:
         if not reserve:
             return None
         for e in reserve:
-            if e.state <= SKIP and not e.path.bad:
+            if e.state in USABLE and not e.path.bad:
                 reserve.remove(e)
                 return e
         return None
@@ -364,8 +471,3 @@ class EvSet:
         new.slot = old.slot
         self.slots[old.slot] = new
         old.slot = None
-
-    def _set(self, e: Ev, state: EvState, now: float) -> None:
-        old = e.state
-        e.state = state
-        self._events.append(EvStateChanged(e.ev, old, state, now))

@@ -106,8 +106,9 @@ class Sender:
         self._events = events
         self._counters = counters
         self.rtt = RttEstimator(config.cc_delay_filter)
-        self.cc = WindowCC(config.mss, config.cc_init_window, config.cc_max_window, config.cc_base_rtt,
-                           config.cc_target_delay, config.cc_ai, config.cc_fi, config.cc_md, config.cc_trim_md)
+        self.cc = WindowCC(config.mss, init_window=config.cc_init_window, max_window=config.cc_max_window,
+                           base_rtt=config.cc_base_rtt, target_delay=config.cc_target_delay, ai=config.cc_ai,
+                           fi=config.cc_fi, md=config.cc_md, trim_md=config.cc_trim_md)
         self.failed = False
         self.inflight = 0  # wire bytes of transmissions neither acknowledged nor known lost
         self._messages: dict[int, _TxMessage] = {}
@@ -122,7 +123,6 @@ class Sender:
         self._rack_xseq = -1  # highest transmit sequence known delivered
         self._rack_at: float | None = None
         self._backoff = 1
-        self._plane_rtt: dict[int, float] = {}  # plane -> its latest RTT samples (fast up, slow down)
         self._plane_rack: dict[int, tuple[int, float]] = {}  # plane -> (newest xseq delivered, its RTT)
         self._learned_reorder = 0.0  # reordering seen: how late a packet declared lost turned up, plus the window
         self._pace_rate = config.pace_rate  # bytes/s, this connection's share of the host's
@@ -166,83 +166,18 @@ class Sender:
     # -- network side ------------------------------------------------------------------------
 
     def on_sack(self, s: Sack, now: float) -> None:
-        una = self._una
-        span = self._next_psn - una  # PSNs a SACK may acknowledge; beyond that it is lying
-        cum = unwrap(s.cum_psn, una) - una
-        new = (1 << min(cum, span)) - 1 if cum > 0 else 0
-        shift = unwrap(s.sack_base, una) - una
-        if -SACK_BITS < shift < span:
-            new |= s.bitmap << shift if shift >= 0 else s.bitmap >> -shift
-        new &= ~self._acked & ((1 << span) - 1)
+        """A SACK: its RTT sample, the packets it newly acknowledges, what it says of its EV, then RACK."""
         ts_echo = s.ts_echo
         if s.flags & DUP_ECHO and self._ambiguous:
-            dup = self._ambiguous.pop(ts_echo, None)
-            if dup is not None and dup.lost_at:
-                self._spurious(dup, now)  # a second copy arrived: the one declared lost had arrived too
-        sample = now - (ts_echo + s.ack_delay) * 1e-9
-        self.rtt.update(sample)
+            self._duplicate_echoed(ts_echo, now)
         e = self._evs.get(s.ev)
-        if e is not None and sample > 0.0:  # the latest delay of the sample's plane and path: fast up, slow down
-            r = self._plane_rtt.get(e.plane, 0.0)
-            self._plane_rtt[e.plane] = sample if sample > r else r + 0.25 * (sample - r)
-            r = e.path.rtt
-            e.path.rtt = sample if sample > r else r + 0.25 * (sample - r)
-        acked_bytes = 0
-        if new:
-            pkts = self._pkts
-            rack_xseq = self._rack_xseq
-            bits = new
-            while bits:
-                low = bits & -bits
-                bits ^= low
-                p = pkts.pop(una + low.bit_length() - 1, None)
-                if p is None:
-                    continue
-                if p.state == _INFLIGHT:
-                    if p.ev.state == UNKNOWN:
-                        self._evs.on_delivered(p.ev, now)
-                    size = p.length + DATA_HEADER_LEN
-                    self.inflight -= size
-                    acked_bytes += size
-                    if p.ev.path.held is p:
-                        p.ev.path.held = None
-                    prev = p.prev
-                    if prev is not None and prev.lost_at and p.ts != ts_echo:
-                        if prev.ts == ts_echo:
-                            self._spurious(prev, now)  # the copy declared lost arrived, not (yet) this one
-                        elif p.tries == 1:  # either copy may have arrived: the duplicate's SACK will tell
-                            self._ambiguous[p.ts] = self._ambiguous[prev.ts] = prev
-                            if len(self._ambiguous) > _AMBIGUOUS_MAX:
-                                del self._ambiguous[next(iter(self._ambiguous))]
-                    elif p.tries == 0 or p.ts == ts_echo:  # this very transmission arrived
-                        if p.xseq > rack_xseq:
-                            rack_xseq = p.xseq
-                        plane = p.ev.plane
-                        if p.xseq > self._plane_rack.get(plane, (-1, 0.0))[0]:
-                            self._plane_rack[plane] = (p.xseq, now - p.sent_at)
-                        path = p.ev.path
-                        if p.xseq > path.heard:
-                            path.heard = p.xseq
-                            if path.cause_delivered:
-                                self._maybe_undo(path, now)
-                elif p.state == _LOST and p.lost_at:
-                    self._spurious(p, now)  # declared lost, delivered before it could be resent
-                p.state = _ACKED
-                msg = p.msg
-                msg.unacked -= 1
-                if msg.all_sent and msg.unacked == 0 and self._messages.pop(msg.msg_id, None) is not None:
-                    self._counters.messages_completed += 1
-                    self._events.append(MessageCompleted(msg.msg_id))
-            self._rack_xseq = rack_xseq
-            acked = self._acked | new
-            run = (~acked & (acked + 1)).bit_length() - 1  # trailing ones: newly contiguous PSNs
-            self._acked = acked >> run
-            self._una = una + run
-            self._backoff = 1
+        self._rtt_sample(e, now - (ts_echo + s.ack_delay) * 1e-9)
+        new = self._newly_acked(s)
+        acked_bytes = self._acknowledge(new, ts_echo, now) if new else 0
         if e is not None:
-            self._evs.on_delivered(e, now)
+            self._evs.delivered(e, now)
             if s.flags & ECN_ECHO:
-                self._evs.on_congestion(e)
+                self._evs.congested(e, now)
                 self.cc.on_congestion(now, self.rtt)
         if acked_bytes and self._cfg.cc:
             self.cc.on_ack(acked_bytes, self.rtt, now)
@@ -258,13 +193,12 @@ class Sender:
         if p is None or p.state != _INFLIGHT or p.ts != n.ts_echo:
             return  # already acknowledged, already resent, or about an older transmission
         p.state = _LOST
-        if p.ev.path.held is p:
-            p.ev.path.held = None
+        self._evs.release(p.ev.path, p.xseq)
         self.inflight -= p.length + DATA_HEADER_LEN
         self._retx.appendleft(p)  # trimmed: the fast lane
         e = self._evs.get(n.ev)
         if e is not None:
-            self._evs.on_congestion(e)
+            self._evs.congested(e, now)
         if self._cfg.cc:
             self.cc.on_congestion(now, self.rtt)
 
@@ -280,7 +214,7 @@ class Sender:
         self._counters.probe_replies += 1
         e = self._evs.get(r.ev)
         if e is not None:  # no RTT sample: a small probe's delay would understate the base RTT of data
-            self._evs.on_probe_reply(e, r.seq, now)
+            self._evs.probe_reply(e, r.seq, now)
 
     def on_timer(self, now: float) -> None:
         if self._pace_at is not None and now >= self._pace_at:
@@ -317,10 +251,28 @@ class Sender:
         return min(times, default=None)
 
     def emit(self, now: float, out: list) -> None:
-        """Append the probes that are due and the data packets the window allows to ``out``."""
+        """Append the probes that are due and the data packets the window and the pacer allow to ``out``."""
         if self.failed:
             return
         ts = int(now * 1e9)
+        self._emit_probes(now, ts, out)
+        window = self.cc.cwnd if self._cfg.cc else self._cfg.cc_max_window
+        pace = self._pace_rate
+        full = self._refill(now) if pace else 0.0
+        while self.inflight < window:
+            if pace and self._tokens < full - 0.5:  # half a byte short is enough: the wake-up time rounds
+                if self._retx or self._queue:
+                    self._pace_at = now + (full - self._tokens) / pace
+                return
+            p = self._next_transmission(now)
+            if p is None:
+                return
+            self._transmit(p, now, ts, out)
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _emit_probes(self, now: float, ts: int, out: list) -> None:
+        """The probes of bad paths that are due, and the warm-up probes asked for."""
         conn_id = self._conn_id
         counters = self._counters
         for e, seq in self._evs.probes_due(now):
@@ -331,78 +283,178 @@ class Sender:
                 out.append((e.ev, encode_probe(conn_id, e.ev, WARM_SEQ, ts)))
             counters.warm_probes += len(self._warm)
             self._warm = []
-        window = self.cc.cwnd if self._cfg.cc else self._cfg.cc_max_window
-        mss = self._cfg.mss
-        evs = self._evs
-        pace = self._pace_rate
-        if pace:
-            if self._tokens_at is not None:
-                self._tokens = min(self._pace_depth, self._tokens + (now - self._tokens_at) * pace)
-            self._tokens_at = now
-            self._pace_at = None
-            full = DATA_HEADER_LEN + mss - self._cfg.pace_slack * pace  # a packet due within the slack goes now
-        while self.inflight < window:
-            if pace and self._tokens < full - 0.5:  # half a byte short is enough: the wake-up time rounds
-                if self._retx or self._queue:
-                    self._pace_at = now + (full - self._tokens) / pace
-                return
-            if self._retx:
-                old = self._retx.popleft()
-                if old.state != _LOST:
-                    continue
-                if old.tries >= self._cfg.max_retransmits:
-                    self._fail(now)
-                    return
-                e = evs.next_ev(avoid=old.ev)
-                if e is None:
-                    self._retx.appendleft(old)
-                    return
-                old.state = _DONE
-                p = _TxPacket(old.psn, old.msg, old.offset, old.length, old.flags | RETX, old.tries + 1)
-                p.prev = old
-                old.prev = None
-                counters.retransmitted += 1
-            elif self._queue:
-                e = evs.next_ev()
-                if e is None:
-                    return
-                msg = self._queue[0]
-                offset = msg.next_offset
-                length = min(mss, msg.length - offset)
-                msg.next_offset = offset + length
-                flags = 0
-                if msg.next_offset >= msg.length:
-                    msg.all_sent = True
-                    flags = LAST
-                    self._queue.popleft()
-                msg.unacked += 1
-                p = _TxPacket(self._next_psn, msg, offset, length, flags, 0)
-                self._next_psn += 1
-            else:
-                return
-            msg = p.msg
-            if ts <= self._last_ts:  # one timestamp per transmission: an echo names exactly one
-                ts = self._last_ts + 1
-            self._last_ts = ts
-            buf = bytearray(DATA_HEADER_LEN + p.length)
-            encode_data_into(buf, p.flags, conn_id, p.psn, msg.msg_id, msg.length, p.offset, e.ev, ts, msg.digest,
-                             msg.data[p.offset:p.offset + p.length])
-            p.ev = e
-            p.sent_at = now
-            p.ts = ts
-            p.xseq = self._xseq
-            self._xseq += 1
-            self._pkts[p.psn] = p
-            self._order.append(p)
-            self.inflight += len(buf)
-            self._tokens -= len(buf)
-            e.last_send = now
-            e.sent += 1
-            counters.data_sent += 1
-            counters.bytes_sent += p.length
-            out.append((e.ev, buf))
 
-    # -- internals -------------------------------------------------------------------------------
+    def _refill(self, now: float) -> float:
+        """Fill the pacer's bucket up to ``now``; the tokens a full packet needs (less what the bucket gains
+        within ``pace_slack``: a packet due that soon goes now)."""
+        pace = self._pace_rate
+        if self._tokens_at is not None:
+            self._tokens = min(self._pace_depth, self._tokens + (now - self._tokens_at) * pace)
+        self._tokens_at = now
+        self._pace_at = None
+        return DATA_HEADER_LEN + self._cfg.mss - self._cfg.pace_slack * pace
+
+    def _next_transmission(self, now: float) -> _TxPacket | None:
+        """The next transmission, on the EV it goes on: a lost packet's resend first, else the next packet of
+        new data. None when there is nothing to send, no usable EV, or the resend exhausted its retries (the
+        connection fails)."""
+        retx = self._retx
+        while retx:
+            old = retx.popleft()
+            if old.state != _LOST:
+                continue  # acknowledged since, or queued twice
+            if old.tries >= self._cfg.max_retransmits:
+                self._fail(now)
+                return None
+            e = self._evs.send_on(now, avoid=old.ev)
+            if e is None:
+                retx.appendleft(old)
+                return None
+            old.state = _DONE
+            p = _TxPacket(old.psn, old.msg, old.offset, old.length, old.flags | RETX, old.tries + 1)
+            p.prev = old
+            old.prev = None
+            self._counters.retransmitted += 1
+            p.ev = e
+            return p
+        if not self._queue:
+            return None
+        e = self._evs.send_on(now)
+        if e is None:
+            return None
+        msg = self._queue[0]
+        offset = msg.next_offset
+        length = min(self._cfg.mss, msg.length - offset)
+        msg.next_offset = offset + length
+        flags = 0
+        if msg.next_offset >= msg.length:
+            msg.all_sent = True
+            flags = LAST
+            self._queue.popleft()
+        msg.unacked += 1
+        p = _TxPacket(self._next_psn, msg, offset, length, flags, 0)
+        self._next_psn += 1
+        p.ev = e
+        return p
+
+    def _transmit(self, p: _TxPacket, now: float, ts: int, out: list) -> None:
+        """Encode ``p`` onto its EV with a timestamp of its own (at least ``ts``) and book it as in flight."""
+        if ts <= self._last_ts:  # one timestamp per transmission: an echo names exactly one
+            ts = self._last_ts + 1
+        self._last_ts = ts
+        msg = p.msg
+        ev = p.ev.ev
+        buf = bytearray(DATA_HEADER_LEN + p.length)
+        encode_data_into(buf, flags=p.flags, conn_id=self._conn_id, psn=p.psn, msg_id=msg.msg_id,
+                         msg_len=msg.length, offset=p.offset, ev=ev, ts=ts, digest=msg.digest,
+                         payload=msg.data[p.offset:p.offset + p.length])
+        p.sent_at = now
+        p.ts = ts
+        p.xseq = self._xseq
+        self._xseq += 1
+        self._pkts[p.psn] = p
+        self._order.append(p)
+        size = len(buf)
+        self.inflight += size
+        self._tokens -= size
+        counters = self._counters
+        counters.data_sent += 1
+        counters.bytes_sent += p.length
+        out.append((ev, buf))
+
+    # -- acknowledgements --------------------------------------------------------------------------
+
+    def _duplicate_echoed(self, ts_echo: int, now: float) -> None:
+        """A SACK of a duplicate: if it echoes either copy of an ambiguous resend, its first copy had arrived."""
+        dup = self._ambiguous.pop(ts_echo, None)
+        if dup is not None and dup.lost_at:
+            self._spurious(dup, now)  # a second copy arrived: the one declared lost had arrived too
+
+    def _rtt_sample(self, e: Ev | None, sample: float) -> None:
+        self.rtt.update(sample)
+        if e is not None and sample > 0.0:
+            self._evs.rtt_sample(e, sample)
+
+    def _newly_acked(self, s: Sack) -> int:
+        """The PSNs ``s`` acknowledges for the first time, as bits (bit i: PSN una + i); none beyond what was sent."""
+        una = self._una
+        span = self._next_psn - una  # PSNs a SACK may acknowledge; beyond that it is lying
+        cum = unwrap(s.cum_psn, una) - una
+        new = (1 << min(cum, span)) - 1 if cum > 0 else 0
+        shift = unwrap(s.sack_base, una) - una
+        if -SACK_BITS < shift < span:
+            new |= s.bitmap << shift if shift >= 0 else s.bitmap >> -shift
+        return new & ~self._acked & ((1 << span) - 1)
+
+    def _acknowledge(self, new: int, ts_echo: int, now: float) -> int:
+        """Take the packets of ``new`` (see :meth:`_newly_acked`) off the books, then advance una; the wire bytes
+        that left the window."""
+        una = self._una
+        pkts = self._pkts
+        evs = self._evs
+        acked_bytes = 0
+        bits = new
+        while bits:
+            low = bits & -bits
+            bits ^= low
+            p = pkts.pop(una + low.bit_length() - 1, None)
+            if p is None:
+                continue
+            if p.state == _INFLIGHT:
+                e = p.ev
+                if e.state == UNKNOWN:
+                    evs.delivered(e, now)
+                size = p.length + DATA_HEADER_LEN
+                self.inflight -= size
+                acked_bytes += size
+                evs.release(e.path, p.xseq)
+                prev = p.prev
+                if prev is not None and prev.lost_at and p.ts != ts_echo:
+                    self._resend_acknowledged(p, prev, ts_echo, now)
+                elif p.tries == 0 or p.ts == ts_echo:  # this very transmission arrived
+                    self._arrived(p, now)
+            elif p.state == _LOST and p.lost_at:
+                self._spurious(p, now)  # declared lost, delivered before it could be resent
+            p.state = _ACKED
+            msg = p.msg
+            msg.unacked -= 1
+            if msg.all_sent and msg.unacked == 0:
+                self._complete(msg)
+        acked = self._acked | new
+        run = (~acked & (acked + 1)).bit_length() - 1  # trailing ones: newly contiguous PSNs
+        self._acked = acked >> run
+        self._una = una + run
+        self._backoff = 1
+        return acked_bytes
+
+    def _resend_acknowledged(self, p: _TxPacket, prev: _TxPacket, ts_echo: int, now: float) -> None:
+        """A resend is acknowledged by a SACK that echoes another transmission, and the copy it resent was
+        declared lost: if the SACK echoes that copy, its loss was spurious; if it echoes neither (the SACK of
+        another packet, which covers both), the duplicate's SACK will tell which arrived."""
+        if prev.ts == ts_echo:
+            self._spurious(prev, now)  # the copy declared lost arrived, not (yet) this one
+        elif p.tries == 1:
+            ambiguous = self._ambiguous
+            ambiguous[p.ts] = ambiguous[prev.ts] = prev
+            if len(ambiguous) > _AMBIGUOUS_MAX:
+                del ambiguous[next(iter(ambiguous))]
+
+    def _arrived(self, p: _TxPacket, now: float) -> None:
+        """Transmission ``p`` is known to have arrived: RACK's newest delivered, its plane's and its path's."""
+        xseq = p.xseq
+        if xseq > self._rack_xseq:
+            self._rack_xseq = xseq
+        e = p.ev
+        if xseq > self._plane_rack.get(e.plane, (-1, 0.0))[0]:
+            self._plane_rack[e.plane] = (xseq, now - p.sent_at)
+        self._evs.path_delivered(e.path, xseq, now)
+
+    def _complete(self, msg: _TxMessage) -> None:
+        if self._messages.pop(msg.msg_id, None) is not None:
+            self._counters.messages_completed += 1
+            self._events.append(MessageCompleted(msg.msg_id))
+
+    # -- loss ----------------------------------------------------------------------------------------
 
     def _rto(self) -> float:
         return min(self._cfg.rto_max, self.rtt.rto(self._cfg.rto_min, self._cfg.rto_initial) * self._backoff)
@@ -416,11 +468,8 @@ class Sender:
         return window if window < cfg.reorder_window_max else cfg.reorder_window_max
 
     def _detect_losses(self, now: float) -> None:
-        """RACK: lose what was sent before a delivered packet and is overdue by its expected RTT plus the reorder
-        window. The expected RTT is the largest of the latest sample and the latest of the packet's plane and
-        path (a plane whose NIC queue is longer, or a path whose switches queue more, is slower, not failed),
-        or, once a later packet of the same plane was delivered, the larger of its RTT and the smoothed RTT.
-        Such a packet holds its path ``hold_window`` after that later packet's RTT (see module doc)."""
+        """RACK: lose what was sent before a delivered packet and is overdue (:meth:`_deadlines`), and set the
+        RACK timer to the next packet's deadline."""
         self._rack_at = None
         order = self._order
         while order and order[0].state != _INFLIGHT:
@@ -428,16 +477,12 @@ class Sender:
         if not order:
             return
         window = self.reorder_window()
-        hold_window = self._cfg.hold_window
         latest = self.rtt.latest
-        plane_rack = self._plane_rack
-        srtt = self.rtt.srtt or 0.0
-        quickest = min((r for _, r in plane_rack.values()), default=latest)
+        quickest = min((r for _, r in self._plane_rack.values()), default=latest)
+        hold_window = self._cfg.hold_window
         # no packet is due, nor held, before sent_at + floor
         floor = (quickest if quickest < latest else latest) + (hold_window if hold_window < window else window)
         rack_xseq = self._rack_xseq
-        plane_rtt = self._plane_rtt
-        path_aware = self._evs.path_aware
         next_due = None
         lost = []
         for p in order:
@@ -445,28 +490,13 @@ class Sender:
                 break
             if p.state != _INFLIGHT:
                 continue
-            sent = p.sent_at
-            if now < sent + floor:
-                if next_due is None or sent + floor < next_due:
-                    next_due = sent + floor
+            if now < p.sent_at + floor:
+                if next_due is None or p.sent_at + floor < next_due:
+                    next_due = p.sent_at + floor
                 break
-            e = p.ev
-            expect = plane_rtt.get(e.plane, 0.0)
-            if path_aware and e.path.rtt > expect:
-                expect = e.path.rtt
-            due = sent + (expect if expect > latest else latest) + window
-            rack = plane_rack.get(e.plane)
-            if rack is not None and p.xseq < rack[0]:  # a later packet through the same NIC queue was delivered
-                soon = sent + (rack[1] if rack[1] > srtt else srtt) + window
-                if soon < due:
-                    due = soon
-                held = sent + rack[1] + hold_window
-                if now < held:
-                    if next_due is None or held < next_due:
-                        next_due = held
-                elif e.path.held is None and now < due:
-                    e.path.held = p
-                    self._counters.paths_held += 1
+            due, held = self._deadlines(p, now, window)
+            if held is not None and (next_due is None or held < next_due):
+                next_due = held
             if now >= due:
                 lost.append(p)
             elif next_due is None or due < next_due:
@@ -476,16 +506,46 @@ class Sender:
                 self._lose(p, now)
         self._rack_at = next_due
 
+    def _deadlines(self, p: _TxPacket, now: float, window: float) -> tuple[float, float | None]:
+        """When ``p`` counts lost, and when it holds its path if that is still to come (None: not, or already).
+
+        The loss deadline is its expected RTT plus ``window``: the largest of the latest sample and the latest
+        of its plane and path (a plane whose NIC queue is longer, or a path whose switches queue more, is
+        slower, not failed), or, once a later packet of the same plane was delivered, the larger of that
+        one's RTT and the smoothed RTT. Such a packet holds its path ``hold_window`` after that later packet's
+        RTT (see module doc); the hold is taken here once that time has come.
+        """
+        e = p.ev
+        sent = p.sent_at
+        evs = self._evs
+        latest = self.rtt.latest
+        expect = evs.plane_rtt.get(e.plane, 0.0)
+        if evs.path_aware and e.path.rtt > expect:
+            expect = e.path.rtt
+        due = sent + (expect if expect > latest else latest) + window
+        rack = self._plane_rack.get(e.plane)
+        if rack is None or p.xseq >= rack[0]:
+            return due, None
+        srtt = self.rtt.srtt or 0.0  # a later packet through the same NIC queue was delivered:
+        soon = sent + (rack[1] if rack[1] > srtt else srtt) + window
+        if soon < due:
+            due = soon
+        held = sent + rack[1] + self._cfg.hold_window
+        if now < held:
+            return due, held
+        if now < due:
+            evs.hold(e.path, p.xseq)
+        return due, None
+
     def _lose(self, p: _TxPacket, now: float) -> None:
-        if p.ev.path.held is p:
-            p.ev.path.held = None
+        e = p.ev
+        self._evs.release(e.path, p.xseq)
         p.state = _LOST
         p.lost_at = now
         self.inflight -= p.length + DATA_HEADER_LEN
         self._retx.append(p)
         self._counters.lost += 1
-        if self._evs.on_loss(p.ev, now):
-            p.ev.path.cause = p
+        self._evs.lost(e, p.xseq, now)
 
     def _spurious(self, p: _TxPacket, now: float) -> None:
         """A transmission declared lost was delivered: it was late. Widen the reorder window to what it would
@@ -495,18 +555,7 @@ class Sender:
         if need > self._learned_reorder:
             self._learned_reorder = need
         p.lost_at = 0.0  # counted once
-        path = p.ev.path
-        if p.xseq > path.heard:
-            path.heard = p.xseq
-        if path.bad and path.cause is p:
-            path.cause_delivered = True
-        if path.cause_delivered:
-            self._maybe_undo(path, now)
-
-    def _maybe_undo(self, path, now: float) -> None:
-        """The loss that condemned ``path`` was none: restore it if it delivered a packet sent after that one."""
-        if path.bad and path.heard > path.cause.xseq:
-            self._evs.undo(path, now)
+        self._evs.late(p.ev.path, p.xseq, now)
 
     def _fail(self, now: float) -> None:
         """Retries exhausted (as RC's retry_cnt): the connection fails with every message it holds."""
@@ -521,5 +570,4 @@ class Sender:
         self._retx.clear()
         self.inflight = 0
         self._rack_at = None
-        for e in self._evs:
-            e.path.held = None
+        self._evs.release_all()
