@@ -79,7 +79,8 @@ class Receiver:
             return
         if d.flags & TRIMMED:
             counters.nacks += 1
-            self.out.append((reply_ev, encode_nack(self._conn_id, d.psn, cum, d.ev, d.ts)))
+            nack = encode_nack(conn_id=self._conn_id, psn=d.psn, cum_psn=cum, ev=d.ev, ts_echo=d.ts)
+            self.out.append((reply_ev, nack))
             return
         msg = self._messages.get(d.msg_id)
         if msg is None:
@@ -163,8 +164,9 @@ class Receiver:
             base = cum
         bitmap = (self._bits >> (base - cum)) & _MASK
         self.out.append((self._last_reply_ev, encode_sack(
-            flags | (ECN_ECHO if self._ecn else 0), self._conn_id, cum, base, bitmap, self._last_psn, self._last_ev,
-            self._ecn, self._last_ts, int((now - self._last_at) * 1e9))))
+            flags=flags | (ECN_ECHO if self._ecn else 0), conn_id=self._conn_id, cum_psn=cum, sack_base=base,
+            bitmap=bitmap, ack_psn=self._last_psn, ev=self._last_ev, ecn_count=self._ecn, ts_echo=self._last_ts,
+            ack_delay=int((now - self._last_at) * 1e9))))
         self._counters.sacks += 1
         self._pending = 0
         self._ecn = 0

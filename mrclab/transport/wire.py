@@ -182,7 +182,7 @@ def message_digest(data: bytes | bytearray | memoryview) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
 
 
-def encode_data_into(buf: bytearray, flags: int, conn_id: int, psn: int, msg_id: int, msg_len: int,
+def encode_data_into(buf: bytearray, *, flags: int, conn_id: int, psn: int, msg_id: int, msg_len: int,
                      offset: int, ev: int, ts: int, digest: int, payload: bytes | memoryview) -> None:
     """Write a DATA packet into ``buf``, which must be ``DATA_HEADER_LEN + len(payload)`` long.
 
@@ -193,24 +193,25 @@ def encode_data_into(buf: bytearray, flags: int, conn_id: int, psn: int, msg_id:
     buf[DATA_HEADER_LEN:] = payload
 
 
-def encode_data(flags: int, conn_id: int, psn: int, msg_id: int, msg_len: int, offset: int, ev: int,
+def encode_data(*, flags: int, conn_id: int, psn: int, msg_id: int, msg_len: int, offset: int, ev: int,
                 ts: int, digest: int, payload: bytes | memoryview = b"") -> bytearray:
     buf = bytearray(DATA_HEADER_LEN + len(payload))
-    encode_data_into(buf, flags, conn_id, psn, msg_id, msg_len, offset, ev, ts, digest, payload)
+    encode_data_into(buf, flags=flags, conn_id=conn_id, psn=psn, msg_id=msg_id, msg_len=msg_len, offset=offset, ev=ev,
+                     ts=ts, digest=digest, payload=payload)
     return buf
 
 
-def encode_sack(flags: int, conn_id: int, cum_psn: int, sack_base: int, bitmap: int, ack_psn: int, ev: int,
+def encode_sack(*, flags: int, conn_id: int, cum_psn: int, sack_base: int, bitmap: int, ack_psn: int, ev: int,
                 ecn_count: int, ts_echo: int, ack_delay: int) -> bytes:
     return _SACK.pack(VERSION, SACK, flags, conn_id, cum_psn & _U32, sack_base & _U32, bitmap, ack_psn & _U32,
                       ev, min(ecn_count, 0xFFFF), ts_echo & _U64, min(ack_delay, _U32), 0)
 
 
-def encode_nack(conn_id: int, psn: int, cum_psn: int, ev: int, ts_echo: int, reason: int = NACK_TRIMMED) -> bytes:
+def encode_nack(*, conn_id: int, psn: int, cum_psn: int, ev: int, ts_echo: int, reason: int = NACK_TRIMMED) -> bytes:
     return _NACK.pack(VERSION, NACK, 0, conn_id, psn & _U32, cum_psn & _U32, ev, reason, 0, ts_echo & _U64)
 
 
-def encode_probe(conn_id: int, ev: int, seq: int, ts: int, reply: bool = False) -> bytes:
+def encode_probe(conn_id: int, ev: int, seq: int, ts: int, *, reply: bool = False) -> bytes:
     return _PROBE.pack(VERSION, PROBE_REPLY if reply else PROBE, 0, conn_id, ev, 0, seq & _U32, ts & _U64)
 
 

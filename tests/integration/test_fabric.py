@@ -125,10 +125,13 @@ SEND_BURST = """
 import socket, sys, time
 from mrclab.transport import wire
 s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-s.sendto(wire.encode_data(0, 7, 0, 0, 8, 0, 5, 0, 0, bytes(8)), (sys.argv[1], 4793))  # warms OVS's flow cache
+def data(psn, msg_id, msg_len, payload):
+    return wire.encode_data(flags=0, conn_id=7, psn=psn, msg_id=msg_id, msg_len=msg_len, offset=psn * len(payload),
+                            ev=5, ts=0, digest=0, payload=payload)
+s.sendto(data(0, 0, 8, bytes(8)), (sys.argv[1], 4793))  # warms OVS's flow cache
 time.sleep(0.5)
 for psn in range(int(sys.argv[2])):
-    s.sendto(wire.encode_data(0, 7, psn, 1, 1 << 20, psn * 8000, 5, 0, 0, bytes(8000)), (sys.argv[1], 4793))
+    s.sendto(data(psn, 1, 1 << 20, bytes(8000)), (sys.argv[1], 4793))
 """
 
 

@@ -24,11 +24,13 @@ def write(tmp_path, frames) -> str:
 
 
 PACKETS = [
-    wire.encode_data(wire.LAST | wire.ECN_CE, 3, 1208, 77, 100000, 8192, 9, 123456789012, 0xDEADBEEF00C0FFEE,
-                     b"z" * 200),
-    wire.trim(wire.encode_data(wire.RETX, 3, 1207, 77, 100000, 0, 9, 5, 7, b"y" * 300)),
-    wire.encode_sack(wire.DUP_ECHO | wire.ECN_ECHO, 3, 1200, 1201, 1 | 1 << 5 | 1 << 63, 1207, 9, 2, 123, 4000),
-    wire.encode_nack(3, 1207, 1200, 9, 555),
+    wire.encode_data(flags=wire.LAST | wire.ECN_CE, conn_id=3, psn=1208, msg_id=77, msg_len=100000, offset=8192, ev=9,
+                     ts=123456789012, digest=0xDEADBEEF00C0FFEE, payload=b"z" * 200),
+    wire.trim(wire.encode_data(flags=wire.RETX, conn_id=3, psn=1207, msg_id=77, msg_len=100000, offset=0, ev=9, ts=5,
+                               digest=7, payload=b"y" * 300)),
+    wire.encode_sack(flags=wire.DUP_ECHO | wire.ECN_ECHO, conn_id=3, cum_psn=1200, sack_base=1201,
+                     bitmap=1 | 1 << 5 | 1 << 63, ack_psn=1207, ev=9, ecn_count=2, ts_echo=123, ack_delay=4000),
+    wire.encode_nack(conn_id=3, psn=1207, cum_psn=1200, ev=9, ts_echo=555),
     wire.encode_probe(3, 10, 12, 99),
     wire.encode_probe(3, 11, wire.WARM_SEQ, 98, reply=True),
 ]
@@ -89,9 +91,13 @@ def test_filters_and_expert_info(tmp_path):
 
 
 def test_malformed_packets_are_flagged(tmp_path):
+    sack = wire.encode_sack(flags=0, conn_id=3, cum_psn=1, sack_base=1, bitmap=0, ack_psn=1, ev=1, ecn_count=0,
+                            ts_echo=0, ack_delay=0)
+    data = wire.encode_data(flags=0, conn_id=3, psn=1, msg_id=1, msg_len=100, offset=0, ev=1, ts=0, digest=0,
+                            payload=b"x" * 10)
     bad = [b"\x01\x09\x00\x00" + bytes(20),                     # unknown type
-           bytes(wire.encode_sack(0, 3, 1, 1, 0, 1, 1, 0, 0, 0))[:40],  # short SACK
-           bytes(wire.encode_data(0, 3, 1, 1, 100, 0, 1, 0, 0, b"x" * 10))[:-4],  # payload shorter than its header says
+           bytes(sack)[:40],                                    # short SACK
+           bytes(data)[:-4],                                    # payload shorter than its header says
            bytes(wire.encode_probe(3, 1, 1, 1))[:10] + b"\x01" + bytes(13)]     # reserved bits set
     capture = write(tmp_path, [frame(p) for p in bad] + [frame(PACKETS[4])])
     assert [row.split()[0] for row in undecodable(capture)] == ["1", "2", "3", "4"]

@@ -318,7 +318,8 @@ def test_a_resend_arriving_as_a_duplicate_tells_that_the_first_copy_was_delivere
     assert a.counters.lost == 1 and resend.psn == wire.decode(late).psn
 
     def sack(ts_echo, flags=0):
-        return wire.encode_sack(flags, 1, 3, 3, 0, 0, resend.ev, 0, ts_echo, 0)
+        return wire.encode_sack(flags=flags, conn_id=1, cum_psn=3, sack_base=3, bitmap=0, ack_psn=0, ev=resend.ev,
+                                ecn_count=0, ts_echo=ts_echo, ack_delay=0)
 
     a.receive(sack(ts_echo=12345), None, t + 0.001)  # all acknowledged, by a SACK about another packet
     assert a.counters.spurious_losses == 0

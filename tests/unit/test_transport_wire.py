@@ -13,8 +13,14 @@ u32 = st.integers(0, 0xFFFFFFFF)
 u64 = st.integers(0, 0xFFFFFFFFFFFFFFFF)
 
 
+def a_sack():
+    return wire.encode_sack(flags=0, conn_id=1, cum_psn=2, sack_base=3, bitmap=4, ack_psn=5, ev=6, ecn_count=7, ts_echo=8,
+                            ack_delay=9)
+
+
 def data_packet(payload=b"abcdef", msg_len=100, offset=10, flags=0):
-    return wire.encode_data(flags, 7, 42, 3, msg_len, offset, 17, 123456789, 0xDEADBEEF, payload)
+    return wire.encode_data(flags=flags, conn_id=7, psn=42, msg_id=3, msg_len=msg_len, offset=offset, ev=17,
+                            ts=123456789, digest=0xDEADBEEF, payload=payload)
 
 
 def test_common_header_and_data_layout_are_the_trimmers_contract():
@@ -32,7 +38,8 @@ def test_common_header_and_data_layout_are_the_trimmers_contract():
 def test_data_round_trip(flags, conn, psn, msg, payload, pad, ev, ts, digest):
     msg_len = len(payload) + pad
     offset = pad // 2
-    d = wire.decode(wire.encode_data(flags, conn, psn, msg, msg_len, offset, ev, ts, digest, payload))
+    d = wire.decode(wire.encode_data(flags=flags, conn_id=conn, psn=psn, msg_id=msg, msg_len=msg_len, offset=offset, ev=ev,
+                                      ts=ts, digest=digest, payload=payload))
     assert isinstance(d, wire.Data)
     assert (d.flags, d.conn_id, d.psn, d.msg_id, d.msg_len, d.offset, d.length, d.ev, d.ts, d.digest) == \
         (flags, conn, psn, msg, msg_len, offset, len(payload), ev, ts, digest)
@@ -51,7 +58,8 @@ def test_trimmed_data_keeps_its_header_and_length():
 @given(flags=st.sampled_from([0, wire.ECN_ECHO]), conn=u32, cum=u32, base=u32, bitmap=u64, ack=u32, ev=u16,
        ecn=u16, ts=u64, delay=u32)
 def test_sack_round_trip(flags, conn, cum, base, bitmap, ack, ev, ecn, ts, delay):
-    raw = wire.encode_sack(flags, conn, cum, base, bitmap, ack, ev, ecn, ts, delay)
+    raw = wire.encode_sack(flags=flags, conn_id=conn, cum_psn=cum, sack_base=base, bitmap=bitmap, ack_psn=ack, ev=ev,
+                           ecn_count=ecn, ts_echo=ts, ack_delay=delay)
     assert len(raw) == wire.SACK_LEN
     assert wire.decode(raw) == wire.Sack(flags, conn, cum, base, bitmap, ack, ev, ecn, ts, delay)
 
@@ -59,7 +67,7 @@ def test_sack_round_trip(flags, conn, cum, base, bitmap, ack, ev, ecn, ts, delay
 @SETTINGS
 @given(conn=u32, psn=u32, cum=u32, ev=u16, ts=u64)
 def test_nack_round_trip(conn, psn, cum, ev, ts):
-    raw = wire.encode_nack(conn, psn, cum, ev, ts)
+    raw = wire.encode_nack(conn_id=conn, psn=psn, cum_psn=cum, ev=ev, ts_echo=ts)
     assert len(raw) == wire.NACK_LEN
     assert wire.decode(raw) == wire.Nack(0, conn, psn, cum, ev, wire.NACK_TRIMMED, ts)
 
@@ -90,9 +98,9 @@ def flip(raw, index, value):
     (data_packet(msg_len=12, offset=10), "range past the message"),
     (flip(data_packet(), 3, 0x80), "unknown flag"),
     (flip(data_packet(), 47, 1), "reserved"),
-    (wire.encode_sack(0, 1, 2, 3, 4, 5, 6, 7, 8, 9)[:-1], "short SACK"),
-    (flip(wire.encode_sack(0, 1, 2, 3, 4, 5, 6, 7, 8, 9), 47, 1), "SACK reserved"),
-    (flip(wire.encode_nack(1, 2, 3, 4, 5), 18, 9), "NACK reason"),
+    (a_sack()[:-1], "short SACK"),
+    (flip(a_sack(), 47, 1), "SACK reserved"),
+    (flip(wire.encode_nack(conn_id=1, psn=2, cum_psn=3, ev=4, ts_echo=5), 18, 9), "NACK reason"),
     (wire.encode_probe(1, 2, 3, 4) + b"\0", "long PROBE"),
 ])
 def test_malformed_datagrams_raise_wire_error(raw, why):
