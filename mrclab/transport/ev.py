@@ -84,8 +84,8 @@ TRANSITIONS: dict[str, dict[EvState, EvState]] = {
 """Operation -> {state it applies to: the state it leads to}; from any other state the operation changes nothing."""
 
 _QUIET = frozenset({"congested", "turn"})  # not reported as events (see module doc)
-NONE = -1
-"""``Path.cause``, ``Path.heard`` and ``Path.held`` when they name no transmission."""
+BEFORE_ALL = -1
+"""``Path.cause`` and ``Path.heard`` when they name no transmission: below every xseq."""
 
 
 class EvStateChanged(NamedTuple):
@@ -114,11 +114,11 @@ class Path:
         self.next_probe = 0.0
         self.probe_gap = 0.0  # the current interval between probes (backs off while unanswered)
         self.probe_cursor = 0  # probes rotate over the path's EVs (they all steer the same way)
-        self.cause = NONE  # the xseq whose loss condemned it
+        self.cause = BEFORE_ALL  # the xseq whose loss condemned it
         self.cause_delivered = False  # that transmission was delivered after all (it was late, not lost)
-        self.heard = NONE  # the latest xseq on this path that was delivered
+        self.heard = BEFORE_ALL  # the latest xseq on this path that was delivered
         self.rtt = 0.0  # the latest RTT samples on this path (fast up, slow down)
-        self.held = NONE  # the overdue xseq that keeps new data off this path
+        self.held: int | None = None  # the overdue xseq that keeps new data off this path
 
     def probe_ev(self) -> Ev | None:
         """The EV the next probe of this path goes on: the next one not denied, None if all are."""
@@ -219,29 +219,26 @@ class EvSet:
         cursor = self._cursor
         fallback = None
         avoid_path = avoid.path if avoid is not None else None
-        usable = USABLE
-        chosen = None
         for _ in range(2 * n):  # a second lap finds EVs whose SKIP the first lap consumed
             e = slots[cursor]
             cursor = cursor + 1 if cursor + 1 < n else 0
             state = e.state
             if state == SKIP:
                 self._apply(e, "turn", now)
-            elif state in usable:
-                if (e.path is avoid_path or e.path.held != NONE) and n > 1:
+            elif state in USABLE:
+                if (e.path is avoid_path or e.path.held is not None) and n > 1:
                     if fallback is None or e is avoid:
                         fallback = e
                     continue
-                chosen = e
-                break
+                self._cursor = cursor
+                e.last_send = now
+                e.sent += 1
+                return e
         self._cursor = cursor
-        if chosen is None:
-            chosen = fallback
-            if chosen is None:
-                return None
-        chosen.last_send = now
-        chosen.sent += 1
-        return chosen
+        if fallback is not None:
+            fallback.last_send = now
+            fallback.sent += 1
+        return fallback
 
     def usable_slots(self) -> int:
         return sum(1 for e in self.slots if e.state in USABLE)
@@ -258,17 +255,23 @@ class EvSet:
         self.plane_rtt[plane] = latest_delay(self.plane_rtt.get(plane, 0.0), sample)
         e.path.rtt = latest_delay(e.path.rtt, sample)
 
-    def path_delivered(self, path: Path, xseq: int, now: float) -> None:
-        """Transmission ``xseq`` on ``path`` was delivered: the path is heard from (and comes back if the
-        loss that condemned it was late and sent before ``xseq``)."""
-        if xseq > path.heard:
+    def acknowledged(self, e: Ev, xseq: int, now: float, *, arrived: bool) -> None:
+        """Transmission ``xseq``, sent on ``e``, was acknowledged: the EV delivered, and the transmission holds
+        its path no more. ``arrived``: this very copy is known to have arrived (not a copy of it resent): the
+        path is heard from, and comes back if the loss that condemned it was late and sent before ``xseq``."""
+        if e.state == UNKNOWN:
+            self._apply(e, "delivered", now)
+        path = e.path
+        if path.held == xseq:
+            path.held = None
+        if arrived and xseq > path.heard:
             path.heard = xseq
             if path.cause_delivered:
                 self.undo(path, now)
 
     def late(self, path: Path, xseq: int, now: float) -> None:
-        """Transmission ``xseq``, declared lost, was delivered after all: as :meth:`path_delivered`, and if
-        its loss condemned ``path``, the path comes back once it delivered a later one."""
+        """Transmission ``xseq`` on ``path``, declared lost, was delivered after all: the path is heard from, and
+        if that loss condemned it, it comes back once it delivered a later transmission."""
         if xseq > path.heard:
             path.heard = xseq
         if path.bad and path.cause == xseq:
@@ -284,18 +287,18 @@ class EvSet:
     def hold(self, path: Path, xseq: int) -> None:
         """Transmission ``xseq`` on ``path`` is overdue: no new data on the path until it is released (one hold
         at a time)."""
-        if path.held == NONE:
+        if path.held is None:
             path.held = xseq
             self._counters.paths_held += 1
 
     def release(self, path: Path, xseq: int) -> None:
         """Transmission ``xseq`` was acknowledged or declared lost: if it held ``path``, the hold ends."""
         if path.held == xseq:
-            path.held = NONE
+            path.held = None
 
     def release_all(self) -> None:
         for path in self._paths.values():
-            path.held = NONE
+            path.held = None
 
     def lost(self, e: Ev, xseq: int, now: float) -> None:
         """Transmission ``xseq``, sent on ``e``, was lost without a trim: condemn its path (its EVs, as far
@@ -436,7 +439,7 @@ class EvSet:
 
     def _end_episode(self, path: Path) -> None:
         path.bad = False
-        path.cause = NONE
+        path.cause = BEFORE_ALL
         path.cause_delivered = False
         if path in self._probing:
             self._probing.remove(path)

@@ -53,7 +53,7 @@ from collections import deque
 
 from .cc import RttEstimator, WindowCC
 from .config import TransportConfig
-from .ev import UNKNOWN, Ev, EvSet
+from .ev import Ev, EvSet
 from .events import MessageCompleted, MessageFailed
 from .wire import DATA_HEADER_LEN, DUP_ECHO, ECN_ECHO, LAST, RETX, SACK_BITS, WARM_SEQ, Nack, ProbeReply, \
     Sack, encode_data_into, encode_probe, message_digest, unwrap
@@ -251,7 +251,8 @@ class Sender:
         return min(times, default=None)
 
     def emit(self, now: float, out: list) -> None:
-        """Append the probes that are due and the data packets the window and the pacer allow to ``out``."""
+        """Append the probes that are due and the data packets the window and the pacer allow to ``out``: each
+        one the next transmission (:meth:`_next_transmission`), transmitted with a timestamp of its own."""
         if self.failed:
             return
         ts = int(now * 1e9)
@@ -259,6 +260,8 @@ class Sender:
         window = self.cc.cwnd if self._cfg.cc else self._cfg.cc_max_window
         pace = self._pace_rate
         full = self._refill(now) if pace else 0.0
+        conn_id = self._conn_id
+        counters = self._counters
         while self.inflight < window:
             if pace and self._tokens < full - 0.5:  # half a byte short is enough: the wake-up time rounds
                 if self._retx or self._queue:
@@ -267,7 +270,26 @@ class Sender:
             p = self._next_transmission(now)
             if p is None:
                 return
-            self._transmit(p, now, ts, out)
+            if ts <= self._last_ts:  # one timestamp per transmission: an echo names exactly one
+                ts = self._last_ts + 1
+            self._last_ts = ts
+            msg = p.msg
+            ev = p.ev.ev
+            buf = bytearray(DATA_HEADER_LEN + p.length)
+            encode_data_into(buf, flags=p.flags, conn_id=conn_id, psn=p.psn, msg_id=msg.msg_id, msg_len=msg.length,
+                             offset=p.offset, ev=ev, ts=ts, digest=msg.digest,
+                             payload=msg.data[p.offset:p.offset + p.length])
+            p.sent_at = now
+            p.ts = ts
+            p.xseq = self._xseq
+            self._xseq += 1
+            self._pkts[p.psn] = p
+            self._order.append(p)
+            self.inflight += len(buf)
+            self._tokens -= len(buf)
+            counters.data_sent += 1
+            counters.bytes_sent += p.length
+            out.append((ev, buf))
 
     # -- internals -------------------------------------------------------------------------------
 
@@ -324,43 +346,20 @@ class Sender:
             return None
         msg = self._queue[0]
         offset = msg.next_offset
-        length = min(self._cfg.mss, msg.length - offset)
+        length = msg.length - offset
+        flags = LAST
+        if length > self._cfg.mss:
+            length = self._cfg.mss
+            flags = 0
         msg.next_offset = offset + length
-        flags = 0
-        if msg.next_offset >= msg.length:
+        if flags:
             msg.all_sent = True
-            flags = LAST
             self._queue.popleft()
         msg.unacked += 1
         p = _TxPacket(self._next_psn, msg, offset, length, flags, 0)
         self._next_psn += 1
         p.ev = e
         return p
-
-    def _transmit(self, p: _TxPacket, now: float, ts: int, out: list) -> None:
-        """Encode ``p`` onto its EV with a timestamp of its own (at least ``ts``) and book it as in flight."""
-        if ts <= self._last_ts:  # one timestamp per transmission: an echo names exactly one
-            ts = self._last_ts + 1
-        self._last_ts = ts
-        msg = p.msg
-        ev = p.ev.ev
-        buf = bytearray(DATA_HEADER_LEN + p.length)
-        encode_data_into(buf, flags=p.flags, conn_id=self._conn_id, psn=p.psn, msg_id=msg.msg_id,
-                         msg_len=msg.length, offset=p.offset, ev=ev, ts=ts, digest=msg.digest,
-                         payload=msg.data[p.offset:p.offset + p.length])
-        p.sent_at = now
-        p.ts = ts
-        p.xseq = self._xseq
-        self._xseq += 1
-        self._pkts[p.psn] = p
-        self._order.append(p)
-        size = len(buf)
-        self.inflight += size
-        self._tokens -= size
-        counters = self._counters
-        counters.data_sent += 1
-        counters.bytes_sent += p.length
-        out.append((ev, buf))
 
     # -- acknowledgements --------------------------------------------------------------------------
 
@@ -392,6 +391,8 @@ class Sender:
         una = self._una
         pkts = self._pkts
         evs = self._evs
+        rack_xseq = self._rack_xseq
+        plane_rack = self._plane_rack
         acked_bytes = 0
         bits = new
         while bits:
@@ -401,18 +402,20 @@ class Sender:
             if p is None:
                 continue
             if p.state == _INFLIGHT:
-                e = p.ev
-                if e.state == UNKNOWN:
-                    evs.delivered(e, now)
                 size = p.length + DATA_HEADER_LEN
                 self.inflight -= size
                 acked_bytes += size
-                evs.release(e.path, p.xseq)
-                prev = p.prev
-                if prev is not None and prev.lost_at and p.ts != ts_echo:
-                    self._resend_acknowledged(p, prev, ts_echo, now)
-                elif p.tries == 0 or p.ts == ts_echo:  # this very transmission arrived
-                    self._arrived(p, now)
+                e = p.ev
+                xseq = p.xseq
+                arrived = p.tries == 0 or p.ts == ts_echo  # this very transmission, not the copy it resent
+                evs.acknowledged(e, xseq, now, arrived=arrived)
+                if arrived:  # RACK: the newest transmission delivered, overall and of its plane
+                    if xseq > rack_xseq:
+                        rack_xseq = xseq
+                    if xseq > plane_rack.get(e.plane, (-1, 0.0))[0]:
+                        plane_rack[e.plane] = (xseq, now - p.sent_at)
+                elif p.prev is not None and p.prev.lost_at:
+                    self._resend_acknowledged(p, p.prev, ts_echo, now)
             elif p.state == _LOST and p.lost_at:
                 self._spurious(p, now)  # declared lost, delivered before it could be resent
             p.state = _ACKED
@@ -420,6 +423,7 @@ class Sender:
             msg.unacked -= 1
             if msg.all_sent and msg.unacked == 0:
                 self._complete(msg)
+        self._rack_xseq = rack_xseq
         acked = self._acked | new
         run = (~acked & (acked + 1)).bit_length() - 1  # trailing ones: newly contiguous PSNs
         self._acked = acked >> run
@@ -428,9 +432,9 @@ class Sender:
         return acked_bytes
 
     def _resend_acknowledged(self, p: _TxPacket, prev: _TxPacket, ts_echo: int, now: float) -> None:
-        """A resend is acknowledged by a SACK that echoes another transmission, and the copy it resent was
-        declared lost: if the SACK echoes that copy, its loss was spurious; if it echoes neither (the SACK of
-        another packet, which covers both), the duplicate's SACK will tell which arrived."""
+        """Resend ``p`` is acknowledged by a SACK that echoes another transmission, and ``prev``, the copy it
+        resent, was declared lost: if the SACK echoes ``prev``, that loss was spurious; if it echoes neither (the
+        SACK of another packet, which covers both), the duplicate's SACK will tell which arrived."""
         if prev.ts == ts_echo:
             self._spurious(prev, now)  # the copy declared lost arrived, not (yet) this one
         elif p.tries == 1:
@@ -438,16 +442,6 @@ class Sender:
             ambiguous[p.ts] = ambiguous[prev.ts] = prev
             if len(ambiguous) > _AMBIGUOUS_MAX:
                 del ambiguous[next(iter(ambiguous))]
-
-    def _arrived(self, p: _TxPacket, now: float) -> None:
-        """Transmission ``p`` is known to have arrived: RACK's newest delivered, its plane's and its path's."""
-        xseq = p.xseq
-        if xseq > self._rack_xseq:
-            self._rack_xseq = xseq
-        e = p.ev
-        if xseq > self._plane_rack.get(e.plane, (-1, 0.0))[0]:
-            self._plane_rack[e.plane] = (xseq, now - p.sent_at)
-        self._evs.path_delivered(e.path, xseq, now)
 
     def _complete(self, msg: _TxMessage) -> None:
         if self._messages.pop(msg.msg_id, None) is not None:
@@ -468,24 +462,32 @@ class Sender:
         return window if window < cfg.reorder_window_max else cfg.reorder_window_max
 
     def _detect_losses(self, now: float) -> None:
-        """RACK: lose what was sent before a delivered packet and is overdue (:meth:`_deadlines`), and set the
-        RACK timer to the next packet's deadline."""
+        """RACK: lose what was sent before a delivered packet and is overdue, and set the RACK timer to the next
+        deadline (:meth:`_overdue`)."""
         self._rack_at = None
         order = self._order
         while order and order[0].state != _INFLIGHT:
             order.popleft()
         if not order:
             return
+        lost, next_due = self._overdue(now)
+        for p in lost:
+            if p.state == _INFLIGHT:  # not already lost with its path
+                self._lose(p, now)
+        self._rack_at = next_due
+
+    def _overdue(self, now: float) -> tuple[list[_TxPacket], float | None]:
+        """The packets in flight that count lost at ``now`` (:meth:`_deadlines`), and the next deadline of the rest."""
         window = self.reorder_window()
         latest = self.rtt.latest
-        quickest = min((r for _, r in self._plane_rack.values()), default=latest)
+        quickest = min([r for _, r in self._plane_rack.values()], default=latest)
         hold_window = self._cfg.hold_window
         # no packet is due, nor held, before sent_at + floor
         floor = (quickest if quickest < latest else latest) + (hold_window if hold_window < window else window)
         rack_xseq = self._rack_xseq
         next_due = None
         lost = []
-        for p in order:
+        for p in self._order:
             if p.xseq >= rack_xseq:
                 break
             if p.state != _INFLIGHT:
@@ -501,10 +503,7 @@ class Sender:
                 lost.append(p)
             elif next_due is None or due < next_due:
                 next_due = due
-        for p in lost:
-            if p.state == _INFLIGHT:  # not already lost with its path
-                self._lose(p, now)
-        self._rack_at = next_due
+        return lost, next_due
 
     def _deadlines(self, p: _TxPacket, now: float, window: float) -> tuple[float, float | None]:
         """When ``p`` counts lost, and when it holds its path if that is still to come (None: not, or already).

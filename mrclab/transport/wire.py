@@ -235,47 +235,69 @@ def trim(datagram: bytes | bytearray | memoryview) -> bytes | None:
 
 
 def decode(datagram: bytes | bytearray | memoryview) -> Packet:
-    """Parse and validate one datagram; raise :class:`WireError` if it is malformed."""
+    """Parse and validate one datagram; raise :class:`WireError` if it is malformed.
+
+    DATA, nearly every datagram, is read with one unpack; the rest go by ``_DECODERS``.
+    """
     size = len(datagram)
+    if size < DATA_HEADER_LEN or datagram[1] != DATA:
+        return _decode_other(datagram, size)
+    (version, _, flags, conn_id, psn, msg_id, msg_len, offset, length, ev, ts, digest,
+     reserved) = _DATA.unpack_from(datagram)
+    if version != VERSION:
+        raise WireError(f"unsupported version {version}")
+    if flags & ~_DATA_FLAGS or reserved:
+        raise WireError(f"DATA with unknown flags {flags:#06x} or reserved bits set")
+    if offset + length > msg_len:
+        raise WireError(f"DATA range {offset}+{length} exceeds message length {msg_len}")
+    carried = size - DATA_HEADER_LEN
+    if carried != (0 if flags & TRIMMED else length):
+        raise WireError(f"DATA carries {carried} payload bytes, header says {length}"
+                        f"{' (trimmed)' if flags & TRIMMED else ''}")
+    return Data(flags, conn_id, psn, msg_id, msg_len, offset, length, ev, ts, digest,
+                memoryview(datagram)[DATA_HEADER_LEN:])
+
+
+def _decode_other(datagram: bytes | bytearray | memoryview, size: int) -> Packet:
     if size < 4:
         raise WireError(f"datagram of {size} bytes is shorter than the common header")
     version, kind, flags = _COMMON.unpack_from(datagram)
     if version != VERSION:
         raise WireError(f"unsupported version {version}")
     if kind == DATA:
-        if size < DATA_HEADER_LEN:
-            raise WireError(f"DATA of {size} bytes is shorter than its {DATA_HEADER_LEN}-byte header")
-        (_, _, _, conn_id, psn, msg_id, msg_len, offset, length, ev, ts, digest,
-         reserved) = _DATA.unpack_from(datagram)
-        if flags & ~_DATA_FLAGS or reserved:
-            raise WireError(f"DATA with unknown flags {flags:#06x} or reserved bits set")
-        if offset + length > msg_len:
-            raise WireError(f"DATA range {offset}+{length} exceeds message length {msg_len}")
-        carried = size - DATA_HEADER_LEN
-        if carried != (0 if flags & TRIMMED else length):
-            raise WireError(f"DATA carries {carried} payload bytes, header says {length}"
-                            f"{' (trimmed)' if flags & TRIMMED else ''}")
-        return Data(flags, conn_id, psn, msg_id, msg_len, offset, length, ev, ts, digest,
-                    memoryview(datagram)[DATA_HEADER_LEN:])
-    if kind == SACK:
-        if size != SACK_LEN:
-            raise WireError(f"SACK of {size} bytes, expected {SACK_LEN}")
-        fields = _SACK.unpack_from(datagram)
-        if flags & ~(ECN_ECHO | DUP_ECHO) or fields[12]:
-            raise WireError(f"SACK with unknown flags {flags:#06x} or reserved bits set")
-        return Sack._make(fields[2:12])
-    if kind == NACK:
-        if size != NACK_LEN:
-            raise WireError(f"NACK of {size} bytes, expected {NACK_LEN}")
-        _, _, _, conn_id, psn, cum_psn, ev, reason, reserved, ts_echo = _NACK.unpack_from(datagram)
-        if flags or reserved or reason != NACK_TRIMMED:
-            raise WireError(f"NACK with flags {flags:#06x}, reason {reason} or reserved bits set")
-        return Nack(flags, conn_id, psn, cum_psn, ev, reason, ts_echo)
-    if kind == PROBE or kind == PROBE_REPLY:
-        if size != PROBE_LEN:
-            raise WireError(f"PROBE of {size} bytes, expected {PROBE_LEN}")
-        _, _, _, conn_id, ev, reserved, seq, ts = _PROBE.unpack_from(datagram)
-        if flags or reserved:
-            raise WireError(f"PROBE with flags {flags:#06x} or reserved bits set")
-        return (Probe if kind == PROBE else ProbeReply)(conn_id, ev, seq, ts)
-    raise WireError(f"unknown packet type {kind}")
+        raise WireError(f"DATA of {size} bytes is shorter than its {DATA_HEADER_LEN}-byte header")
+    decoder = _DECODERS.get(kind)
+    if decoder is None:
+        raise WireError(f"unknown packet type {kind}")
+    return decoder(datagram, size, kind, flags)
+
+
+def _decode_sack(datagram: bytes | bytearray | memoryview, size: int, kind: int, flags: int) -> Sack:
+    if size != SACK_LEN:
+        raise WireError(f"SACK of {size} bytes, expected {SACK_LEN}")
+    fields = _SACK.unpack_from(datagram)
+    if flags & ~(ECN_ECHO | DUP_ECHO) or fields[12]:
+        raise WireError(f"SACK with unknown flags {flags:#06x} or reserved bits set")
+    return Sack._make(fields[2:12])
+
+
+def _decode_nack(datagram: bytes | bytearray | memoryview, size: int, kind: int, flags: int) -> Nack:
+    if size != NACK_LEN:
+        raise WireError(f"NACK of {size} bytes, expected {NACK_LEN}")
+    _, _, _, conn_id, psn, cum_psn, ev, reason, reserved, ts_echo = _NACK.unpack_from(datagram)
+    if flags or reserved or reason != NACK_TRIMMED:
+        raise WireError(f"NACK with flags {flags:#06x}, reason {reason} or reserved bits set")
+    return Nack(flags, conn_id, psn, cum_psn, ev, reason, ts_echo)
+
+
+def _decode_probe(datagram: bytes | bytearray | memoryview, size: int, kind: int, flags: int) -> Probe | ProbeReply:
+    if size != PROBE_LEN:
+        raise WireError(f"PROBE of {size} bytes, expected {PROBE_LEN}")
+    _, _, _, conn_id, ev, reserved, seq, ts = _PROBE.unpack_from(datagram)
+    if flags or reserved:
+        raise WireError(f"PROBE with flags {flags:#06x} or reserved bits set")
+    return (Probe if kind == PROBE else ProbeReply)(conn_id, ev, seq, ts)
+
+
+_DECODERS = {SACK: _decode_sack, NACK: _decode_nack, PROBE: _decode_probe, PROBE_REPLY: _decode_probe}
+"""Packet type -> its decoder, for every type but DATA."""
