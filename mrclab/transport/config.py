@@ -12,16 +12,14 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..units import seconds, size_bytes
-from .wire import DATA_HEADER_LEN, MAX_PAYLOAD
-
-UDP_HEADERS = 40 + 8  # IPv6 + UDP
-ETHERNET_HEADER = 14
+from .wire import DATA_HEADER_LEN, ETHERNET_HEADER, IP_UDP_OVERHEAD, MAX_PAYLOAD
 
 
 @dataclass(frozen=True)
 class TransportConfig:
     mss: int = 8192
-    """Payload bytes per DATA packet. UDP payload = mss + 48, so keep mss <= MTU - 96 (IPv6 + UDP + header)."""
+    """Payload bytes per DATA packet. The UDP payload is mss plus the MRC header, so mss fits an MTU up to
+    :func:`mss_for_mtu` (MTU - 96: the IPv6, UDP and MRC headers)."""
     ev_count: int = 64
     """Active EVs per connection, spread evenly over planes; EVs given beyond this wait in reserve."""
     ev_min_active: int = 2
@@ -160,7 +158,7 @@ class TransportConfig:
 
         ``pace_rate``: the host's line rate over all planes, in UDP payload bytes (a frame adds
         Ethernet, IPv6 and UDP headers to the payload); ``pace_depth``: two full packets per plane."""
-        payload = mtu - UDP_HEADERS
+        payload = mtu - IP_UDP_OVERHEAD
         return {"cc_target_delay": max(TransportConfig.cc_target_delay, 6 * mtu * 8 / link_rate_bps),
                 "pace_rate": planes * link_rate_bps / 8 * payload / (mtu + ETHERNET_HEADER),
                 "pace_depth": planes * 2 * payload}
@@ -199,7 +197,7 @@ CEILINGS = {"s": 3600.0, "bytes": float(1 << 32), "count": float(1 << 20), "x": 
 
 def mss_for_mtu(mtu: int) -> int:
     """Payload bytes per DATA packet that fill, and do not exceed, one MTU."""
-    return mtu - UDP_HEADERS - DATA_HEADER_LEN
+    return mtu - IP_UDP_OVERHEAD - DATA_HEADER_LEN
 
 
 def parse_option(name: str, value: Any) -> Any:

@@ -28,10 +28,7 @@ from ..addressing import Plan
 from .config import TransportConfig
 from .connection import Connection
 from .events import MessageCompleted
-from .wire import DATA, ECN_CE, trim
-
-IP_UDP_OVERHEAD = 48
-"""IPv6 + UDP header bytes each datagram costs on a link."""
+from .wire import DATA, DATA_HEADER_LEN, ECN_CE, IP_UDP_OVERHEAD, trim
 
 
 class Link:
@@ -66,7 +63,7 @@ class Link:
             return None
         size = len(datagram) + IP_UDP_OVERHEAD
         backlog = (self.busy_until - now) * self.rate / 8 if self.busy_until > now else 0.0
-        priority = datagram[1] != DATA or len(datagram) <= 48
+        priority = datagram[1] != DATA or len(datagram) <= DATA_HEADER_LEN
         if not priority and backlog + size > self.queue:
             if not self.trim:
                 self.drops += 1
@@ -86,9 +83,9 @@ class Link:
                 self.marks += 1
             depart = (self.busy_until if self.busy_until > now else now) + elapsed
             self.busy_until = depart
-        if self.corrupt and len(datagram) > 48 and rng.random() < self.corrupt:
+        if self.corrupt and len(datagram) > DATA_HEADER_LEN and rng.random() < self.corrupt:  # a payload bit
             datagram = bytearray(datagram)
-            datagram[48 + rng.randrange(len(datagram) - 48)] ^= 1 << rng.randrange(8)
+            datagram[DATA_HEADER_LEN + rng.randrange(len(datagram) - DATA_HEADER_LEN)] ^= 1 << rng.randrange(8)
         self.tx_packets += 1
         self.tx_bytes += size
         arrive = depart + self.delay

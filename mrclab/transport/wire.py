@@ -5,8 +5,8 @@ All fields are big-endian. Every packet opens with the same 4 bytes::
     0  version u8 (= 1)     1  type u8     2  flags u16
 
 A switch trims a DATA packet by cutting the UDP payload after ``DATA_HEADER_LEN`` (48)
-bytes and setting ``TRIMMED``; that is all the eBPF trimmer knows of this format, so
-those offsets and values never move. The header keeps ``length`` (what the original
+bytes and setting ``TRIMMED``; that is all the eBPF trimmer knows of this format (its
+``MRC_*`` constants mirror this module's), so those offsets and values never move. The header keeps ``length`` (what the original
 carried), so the receiver NACKs the exact range that was lost.
 
 DATA (48 bytes, then ``length`` payload bytes; none if TRIMMED)::
@@ -75,6 +75,10 @@ from typing import NamedTuple, Union
 
 MRC_UDP_PORT = 4793
 VERSION = 1
+
+IP_UDP_OVERHEAD = 40 + 8
+"""Bytes an IPv6 and a UDP header add to every MRC datagram on a link: an MTU carries MTU - 48 bytes of it."""
+ETHERNET_HEADER = 14
 
 DATA, SACK, NACK, PROBE, PROBE_REPLY = 1, 2, 3, 4, 5
 WARM_SEQ = 0xFFFFFFFF

@@ -18,6 +18,7 @@ import pytest
 
 from mrclab.fabric.egress import Egress, PortCounters
 from mrclab.runstate import RunState
+from mrclab.transport.wire import DATA_HEADER_LEN, ETHERNET_HEADER, IP_UDP_OVERHEAD
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, tc, bpf)")]
@@ -25,8 +26,8 @@ pytestmark = [pytest.mark.integration,
 SRC, DST = "fd00:6d72::1", "fd00:6d72::2"
 MRC_PORT = 4793
 PACKET = 1400  # UDP payload of a full MRC DATA packet
-FRAME = 14 + 40 + 8 + PACKET
-TRIMMED_FRAME = 14 + 40 + 8 + 48
+FRAME = ETHERNET_HEADER + IP_UDP_OVERHEAD + PACKET
+TRIMMED_FRAME = ETHERNET_HEADER + IP_UDP_OVERHEAD + DATA_HEADER_LEN
 
 SENDER = r"""
 import socket, struct, sys, time

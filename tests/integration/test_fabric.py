@@ -13,6 +13,7 @@ import pytest
 from mrclab.fabric.net import Fabric
 from mrclab.fabric.verify import verify_paths
 from mrclab.spec import topology
+from mrclab.transport.wire import DATA_HEADER_LEN, IP_UDP_OVERHEAD
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("lab")]
 
@@ -90,7 +91,7 @@ def test_counters_cover_both_directions_of_every_link(fabric):
 
 def test_a_full_mtu_datagram_crosses_the_fabric(fabric):
     """9000-byte frames through veths, the userspace datapath and three uSID shifts."""
-    payload = TOPO.mtu - 40 - 8
+    payload = TOPO.mtu - IP_UDP_OVERHEAD
     dst = TOPO.plan.path_address(0, 3, 1, 1)
     receiver = fabric.host("h3").popen(
         [sys.executable, "-c", "import socket; s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); "
@@ -159,7 +160,7 @@ def test_a_verifying_receiver_accepts_every_datagram_trimmed_ones_too(fabric):
         if receiver.poll() is None:
             receiver.kill()
             receiver.wait()
-    trimmed, full = sizes.count(48), sizes.count(48 + 8000)
+    trimmed, full = sizes.count(DATA_HEADER_LEN), sizes.count(DATA_HEADER_LEN + 8000)
     assert trimmed > 0 and full > 0 and trimmed + full == len(sizes) - 1
     if fabric.datapath.name == "linux":  # userspace OVS may lose part of a burst on a busy machine, unseen
         assert len(sizes) == count + 1

@@ -18,7 +18,7 @@ from mrclab.agent.payload import POOL_BYTES, Payloads
 from mrclab.metrics.results import PACKET_KEYS, PATH_KEYS
 from mrclab.transport.cc import rtt_quantile
 from mrclab.transport.config import mss_for_mtu
-from mrclab.transport.wire import MRC_UDP_PORT
+from mrclab.transport.wire import DATA_HEADER_LEN, IP_UDP_OVERHEAD, MRC_UDP_PORT
 from tests.fakes import InboxSocket
 
 REPO = Path(__file__).resolve().parents[2]
@@ -198,7 +198,7 @@ def test_mrc_datapath_packets_fill_the_mtu():
     wire.carry, carry = (lambda src, k, d, addr: (sizes.append(len(d)), carry(src, k, d, addr))), wire.carry
     dps[0].post(1, 3, 1, 100000)
     run_until(dps, lambda: any(e["event"] == "completed" for e in events[0]))
-    assert max(sizes) == 1500 - 48 == mss_for_mtu(1500) + 48
+    assert max(sizes) == 1500 - IP_UDP_OVERHEAD == mss_for_mtu(1500) + DATA_HEADER_LEN
 
 
 def test_mrc_datapath_single_path_uses_one_path():

@@ -2,11 +2,12 @@
 import pytest
 
 from mrclab.transport import TransportConfig
+from mrclab.transport.wire import IP_UDP_OVERHEAD
 
 
 def test_defaults_are_valid_and_fit_the_lab_mtu():
     c = TransportConfig()
-    assert c.packet_size + 48 <= 9000
+    assert c.packet_size + IP_UDP_OVERHEAD <= 9000
     assert c.ev_min_active <= c.ev_count
 
 

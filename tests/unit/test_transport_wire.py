@@ -1,9 +1,11 @@
 """The MRC v1 wire format: layout invariants the eBPF trimmer relies on, round trips, strict decoding."""
+import re
 import struct
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from mrclab.fabric import egress
 from mrclab.transport import wire
 from mrclab.transport.wire import WireError
 
@@ -135,3 +137,18 @@ def test_unwrap_psn_across_the_32_bit_wrap(wire_psn, near, full):
 def test_message_digest_is_64_bits_and_content_sensitive():
     a = wire.message_digest(b"hello")
     assert 0 <= a < 1 << 64 and a != wire.message_digest(b"hellp")
+
+
+def test_the_egress_trimmer_knows_the_wire_format_as_this_module_defines_it():
+    """Every numeric ``MRC_*`` constant of the eBPF trimmer is ``wire.MRC_*`` or ``wire.*``, with the same value,
+    and it finds the MRC header past Ethernet, IPv6 and UDP headers of the sizes this module counts."""
+    source = egress.SOURCE.read_text()
+    defines = dict(re.findall(r"^#define (\w+) (.+?)\s*(?://.*)?$", source, re.M))
+    numbers = {name: int(value, 0) for name, value in defines.items()
+               if name.startswith("MRC_") and re.fullmatch(r"0x[0-9a-fA-F]+|\d+", value)}
+    assert {"MRC_UDP_PORT", "MRC_VERSION", "MRC_DATA", "MRC_TRIMMED", "MRC_DATA_HEADER_LEN"} <= set(numbers)
+    for name, value in numbers.items():
+        assert getattr(wire, name, getattr(wire, name.removeprefix("MRC_"), None)) == value, name
+    assert defines["L4_OFF"] == "(ETH_HLEN + sizeof(struct ipv6hdr))"
+    assert defines["MRC_OFF"] == "(L4_OFF + sizeof(struct udphdr))"
+    assert (wire.ETHERNET_HEADER, wire.IP_UDP_OVERHEAD) == (14, 40 + 8)  # ETH_HLEN; struct ipv6hdr, struct udphdr
