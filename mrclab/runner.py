@@ -200,11 +200,12 @@ class Execution:
             if opened is not None and timeline.CLEARS.get(opened["action"]) == action.action:
                 self._snapshot(opened)
                 del self.open_faults[action.target]
-            t = self.fabric.apply(action.action, action.target, rate=action.rate)
+            t = self.fabric.apply(action.action, action.target, loss_probability=action.loss_probability,
+                                  rate_bps=action.rate_bps)
             record = {"t_s": round(t - o.t0, 6), "action": action.action, "target": action.target,
                       "event_index": action.event_index}
-            if action.rate is not None:
-                record["rate"] = action.rate
+            if action.rate_field is not None:
+                record["rate"] = action.rate_field
             o.fired.append(record)
             event = self.s.events[action.event_index]
             tracked = action.action in timeline.CLEARS and event.action == action.action
@@ -216,7 +217,7 @@ class Execution:
 
     def _track_active(self, action: timeline.Action) -> None:
         active = self.progress.active_faults
-        if action.action in ("link_up", "switch_up", "restore") or (action.action == "loss" and not action.rate):
+        if action.action in ("link_up", "switch_up", "restore") or (action.action == "loss" and not action.loss_probability):
             active.pop(action.target, None)
         else:
             active[action.target] = action.action

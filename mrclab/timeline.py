@@ -20,28 +20,39 @@ class Action:
     action: str = field(compare=False)
     target: str = field(compare=False)
     event_index: int = field(compare=False)
-    rate: float | None = field(default=None, compare=False)
+    loss_probability: float | None = field(default=None, compare=False)
+    rate_bps: float | None = field(default=None, compare=False)
+
+    @property
+    def rate_field(self) -> float | None:
+        """What the scenario file and results.json call `rate`: the loss probability or the link rate."""
+        return self.loss_probability if self.loss_probability is not None else self.rate_bps
 
 
-def _expand(event: Event, start: float) -> list[tuple[float, str, float | None]]:
+def _expand(event: Event, start: float) -> list[tuple[float, str]]:
     if event.action != "flap":
-        return [(start, event.action, event.rate)]
+        return [(start, event.action)]
     out, t, down = [], start, True
     while t < event.until_s - 1e-9:
-        out.append((t, "link_down" if down else "link_up", None))
+        out.append((t, "link_down" if down else "link_up"))
         t += event.period_s / 2
         down = not down
     if not down:  # it was left down: bring it back at `until`
-        out.append((event.until_s, "link_up", None))
+        out.append((event.until_s, "link_up"))
     return out
+
+
+def _action(t: float, order: int, action: str, event: Event, index: int) -> Action:
+    """The fabric action ``action`` of ``event`` (flaps expand into link_down / link_up, which carry no setting)."""
+    return Action(t, order, action, event.target, index, loss_probability=event.loss_probability,
+                  rate_bps=event.rate_bps)
 
 
 def timed_actions(events: tuple[Event, ...]) -> list[Action]:
     actions = []
     for index, event in enumerate(events):
         if event.at_s is not None:
-            actions.extend(Action(t, len(actions), a, event.target, index, rate)
-                           for t, a, rate in _expand(event, event.at_s))
+            actions.extend(_action(t, len(actions), a, event, index) for t, a in _expand(event, event.at_s))
     return sorted(actions)
 
 
@@ -52,9 +63,9 @@ def step_actions(events: tuple[Event, ...], step: int, now_s: float) -> list[Act
         if event.at_step == step:
             if event.action == "flap":
                 span = event.until_s - (event.at_s or 0.0)
-                shifted = Event("flap", event.target, now_s, None, None, event.period_s, now_s + span)
-                actions.extend(Action(t, index * 1000 + i, a, event.target, index, rate)
-                               for i, (t, a, rate) in enumerate(_expand(shifted, now_s)))
+                shifted = Event("flap", event.target, at_s=now_s, period_s=event.period_s, until_s=now_s + span)
+                actions.extend(_action(t, index * 1000 + i, a, shifted, index)
+                               for i, (t, a) in enumerate(_expand(shifted, now_s)))
             else:
-                actions.append(Action(now_s, index * 1000, event.action, event.target, index, event.rate))
+                actions.append(_action(now_s, index * 1000, event.action, event, index))
     return sorted(actions)

@@ -71,16 +71,17 @@ class Faults:
         for _, ifname in self._ends(self._link(link)):
             self.egress.restore(ifname)
 
-    def apply(self, action: str, target: str, rate: float | None = None) -> float:
-        """A scenario event by its SPEC action name; `rate` is the loss probability or the link rate.
-        Returns the monotonic time the fabric changed, which `avoid_s` and `revive_s` count from."""
+    def apply(self, action: str, target: str, *, loss_probability: float | None = None,
+              rate_bps: float | None = None) -> float:
+        """A scenario event by its SPEC action name, with its setting (`loss_probability` for loss, `rate_bps` for
+        rate). Returns the monotonic time the fabric changed, which `avoid_s` and `revive_s` count from."""
         if action in ("link_down", "link_up", "switch_down", "switch_up"):
             return getattr(self, action)(target)
         t = time.monotonic()
         if action == "loss":
-            self.loss(target, rate or 0.0)
+            self.loss(target, loss_probability or 0.0)
         elif action == "rate":
-            self.rate(target, int(rate))
+            self.rate(target, int(rate_bps))
         elif action == "blackhole":
             self.blackhole(target, True)
         elif action == "restore":

@@ -158,9 +158,10 @@ class Fabric:
             return self.hosts[node].pid
         return self.switches.netns_pid(node)
 
-    def apply(self, action: str, target: str, rate: float | None = None) -> float:
+    def apply(self, action: str, target: str, *, loss_probability: float | None = None,
+              rate_bps: float | None = None) -> float:
         """One scenario event (SPEC action names) on a link or switch; the monotonic time it took effect."""
-        return self.faults.apply(action, target, rate)
+        return self.faults.apply(action, target, loss_probability=loss_probability, rate_bps=rate_bps)
 
     def link_counters(self) -> list[dict]:
         return self.faults.link_counters()

@@ -84,17 +84,18 @@ class Event:
     target: str
     at_s: float | None = None
     at_step: int | None = None
-    rate: float | None = None       # loss: drop probability; rate: bits per second
-    period_s: float | None = None   # flap
-    until_s: float | None = None    # flap
+    loss_probability: float | None = None  # loss (the file's `rate`)
+    rate_bps: float | None = None          # rate (the file's `rate`)
+    period_s: float | None = None          # flap
+    until_s: float | None = None           # flap
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"at": f"{self.at_s:g}s"} if self.at_s is not None else {"at_step": self.at_step}
         out.update(action=self.action, target=self.target)
         if self.action == "loss":
-            out["rate"] = self.rate
+            out["rate"] = self.loss_probability
         elif self.action == "rate":
-            out["rate"] = format_rate(self.rate)
+            out["rate"] = format_rate(self.rate_bps)
         elif self.action == "flap":
             out.update(period=f"{self.period_s * 1000:g}ms", until=f"{self.until_s:g}s")
         return out
@@ -269,13 +270,13 @@ def _event(r: Reader, topo: Topology, steps: int, limit_s: float) -> Event:
         r.fail(r.key("at"), f"{at_s:g}s is past the run's duration_limit ({limit_s:g}s)")
     if at_step is not None and at_step >= steps:
         r.fail(r.key("at_step"), f"step {at_step} is past the workload's last step ({steps - 1})")
-    rate = period = until = None
+    loss_probability = link_rate = period = until = None
     if action == "loss":
-        rate = r.get("rate", number(0.0, 1.0), what="a drop probability between 0 and 1")
+        loss_probability = r.get("rate", number(0.0, 1.0), what="a drop probability between 0 and 1")
     elif action == "rate":
-        rate = float(r.get("rate", rate_bps, what="a link rate like 20Mbit"))
-        if rate < MIN_RATE_BPS:
-            r.fail(r.key("rate"), f"must be at least 1Kbit, got {rate:g} bit/s")
+        link_rate = float(r.get("rate", rate_bps, what="a link rate like 20Mbit"))
+        if link_rate < MIN_RATE_BPS:
+            r.fail(r.key("rate"), f"must be at least 1Kbit, got {link_rate:g} bit/s")
     elif action == "flap":
         period = r.get("period", seconds, what="a duration like 200ms")
         until = r.get("until", seconds, what="a time like 8s")
@@ -288,7 +289,8 @@ def _event(r: Reader, topo: Topology, steps: int, limit_s: float) -> Event:
             r.fail(r.key("until"), f"{until:g}s is past the run's duration_limit ({limit_s:g}s)")
     r.done(("at", "at_step", "action", "target")
            + {"loss": ("rate",), "rate": ("rate",), "flap": ("period", "until")}.get(action, ()))
-    return Event(action, target, at_s, at_step, rate, period, until)
+    return Event(action, target, at_s=at_s, at_step=at_step, loss_probability=loss_probability, rate_bps=link_rate,
+                 period_s=period, until_s=until)
 
 
 def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scenario:

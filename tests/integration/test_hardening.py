@@ -26,10 +26,10 @@ def test_a_failed_event_keeps_the_results_measured_until_then(tmp_path, monkeypa
 
     real_apply = Fabric.apply
 
-    def apply(self, action, target, rate=None):
+    def apply(self, action, target, **setting):
         if action == "rate":
-            raise MrclabError(f"tc refused rate {rate:g} on {target}")
-        return real_apply(self, action, target, rate=rate)
+            raise MrclabError(f"tc refused rate {setting['rate_bps']:g} on {target}")
+        return real_apply(self, action, target, **setting)
     monkeypatch.setattr(Fabric, "apply", apply)
     spec = scenario_mod.load("smoke", ["workload.steps=6", "expect={}",
                                        "events=[{at_step: 3, action: rate, target: p0l0-p0s1, rate: 1Mbit}]"])

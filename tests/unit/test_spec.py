@@ -167,7 +167,7 @@ def test_events_parse(tmp_path):
     assert (down.at_s, down.target) == (3.0, "p0s1-p0l1")
     assert switch.at_step == 2 and switch.at_s is None
     assert (flap.period_s, flap.until_s) == (0.2, 8.0)
-    assert rate.rate == 20e6
+    assert rate.rate_bps == 20e6 and rate.loss_probability is None
 
 
 def test_shipped_scenarios_validate_and_round_trip():

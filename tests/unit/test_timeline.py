@@ -10,10 +10,10 @@ def test_flap_toggles_and_ends_up():
 
 def test_actions_are_time_ordered_and_step_events_wait_for_their_step():
     events = (Event("link_up", "p0l0-p0s0", at_s=6.0), Event("link_down", "p0l0-p0s0", at_s=3.0),
-              Event("switch_down", "p0s1", at_step=4), Event("loss", "p0l0-p0s1", at_s=1.0, rate=0.1))
+              Event("switch_down", "p0s1", at_step=4), Event("loss", "p0l0-p0s1", at_s=1.0, loss_probability=0.1))
     assert [(a.t_s, a.action, a.event_index) for a in timed_actions(events)] == [
         (1.0, "loss", 3), (3.0, "link_down", 1), (6.0, "link_up", 0)]
-    assert timed_actions(events)[0].rate == 0.1
+    assert timed_actions(events)[0].loss_probability == timed_actions(events)[0].rate_field == 0.1
     assert step_actions(events, 3, 1.0) == []
     [fired] = step_actions(events, 4, 7.5)
     assert (fired.t_s, fired.action, fired.target) == (7.5, "switch_down", "p0s1")
