@@ -52,8 +52,9 @@ they carry no news about paths (``Counters.skips`` counts them).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Hashable, Iterator
 from enum import IntEnum
-from typing import Callable, Hashable, Iterator, NamedTuple
+from typing import NamedTuple
 
 from .counters import Counters
 

@@ -6,8 +6,9 @@ All fields are big-endian. Every packet opens with the same 4 bytes::
 
 A switch trims a DATA packet by cutting the UDP payload after ``DATA_HEADER_LEN`` (48)
 bytes and setting ``TRIMMED``; that is all the eBPF trimmer knows of this format (its
-``MRC_*`` constants mirror this module's), so those offsets and values never move. The header keeps ``length`` (what the original
-carried), so the receiver NACKs the exact range that was lost.
+``MRC_*`` constants mirror this module's), so those offsets and values never move. The
+header keeps ``length`` (what the original carried), so the receiver NACKs the exact
+range that was lost.
 
 DATA (48 bytes, then ``length`` payload bytes; none if TRIMMED)::
 

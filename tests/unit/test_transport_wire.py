@@ -16,8 +16,8 @@ u64 = st.integers(0, 0xFFFFFFFFFFFFFFFF)
 
 
 def a_sack():
-    return wire.encode_sack(flags=0, conn_id=1, cum_psn=2, sack_base=3, bitmap=4, ack_psn=5, ev=6, ecn_count=7, ts_echo=8,
-                            ack_delay=9)
+    return wire.encode_sack(flags=0, conn_id=1, cum_psn=2, sack_base=3, bitmap=4, ack_psn=5, ev=6, ecn_count=7,
+                            ts_echo=8, ack_delay=9)
 
 
 def data_packet(payload=b"abcdef", msg_len=100, offset=10, flags=0):
@@ -40,8 +40,8 @@ def test_common_header_and_data_layout_are_the_trimmers_contract():
 def test_data_round_trip(flags, conn, psn, msg, payload, pad, ev, ts, digest):
     msg_len = len(payload) + pad
     offset = pad // 2
-    d = wire.decode(wire.encode_data(flags=flags, conn_id=conn, psn=psn, msg_id=msg, msg_len=msg_len, offset=offset, ev=ev,
-                                      ts=ts, digest=digest, payload=payload))
+    d = wire.decode(wire.encode_data(flags=flags, conn_id=conn, psn=psn, msg_id=msg, msg_len=msg_len, offset=offset,
+                                     ev=ev, ts=ts, digest=digest, payload=payload))
     assert isinstance(d, wire.Data)
     assert (d.flags, d.conn_id, d.psn, d.msg_id, d.msg_len, d.offset, d.length, d.ev, d.ts, d.digest) == \
         (flags, conn, psn, msg, msg_len, offset, len(payload), ev, ts, digest)
