@@ -82,20 +82,29 @@ class _TxPacket:
     __slots__ = ("psn", "msg", "offset", "length", "flags", "tries", "ev", "sent_at", "ts", "xseq", "state", "lost_at",
                  "prev")
 
-    def __init__(self, psn: int, msg: _TxMessage, offset: int, length: int, flags: int, tries: int) -> None:
+    def __init__(self, psn: int, msg: _TxMessage, offset: int, length: int, flags: int, ev: Ev) -> None:
         self.psn = psn
         self.msg = msg
         self.offset = offset
         self.length = length
         self.flags = flags
-        self.tries = tries
-        self.ev: Ev | None = None
+        self.tries = 0  # retransmissions before this one
+        self.ev = ev
         self.sent_at = 0.0
         self.ts = 0
         self.xseq = 0
         self.state = _INFLIGHT
         self.lost_at = 0.0  # when loss detection declared this transmission lost (0: it did not)
         self.prev: _TxPacket | None = None  # the transmission this one retransmits
+
+    def resend(self, ev: Ev) -> _TxPacket:
+        """The next transmission of this PSN, on ``ev``; this one is done."""
+        p = _TxPacket(self.psn, self.msg, self.offset, self.length, self.flags | RETX, ev)
+        p.tries = self.tries + 1
+        p.prev = self
+        self.state = _DONE
+        self.prev = None
+        return p
 
 
 class Sender:
@@ -332,13 +341,8 @@ class Sender:
             if e is None:
                 retx.appendleft(old)
                 return None
-            old.state = _DONE
-            p = _TxPacket(old.psn, old.msg, old.offset, old.length, old.flags | RETX, old.tries + 1)
-            p.prev = old
-            old.prev = None
             self._counters.retransmitted += 1
-            p.ev = e
-            return p
+            return old.resend(e)
         if not self._queue:
             return None
         e = self._evs.send_on(now)
@@ -356,9 +360,8 @@ class Sender:
             msg.all_sent = True
             self._queue.popleft()
         msg.unacked += 1
-        p = _TxPacket(self._next_psn, msg, offset, length, flags, 0)
+        p = _TxPacket(self._next_psn, msg, offset, length, flags, e)
         self._next_psn += 1
-        p.ev = e
         return p
 
     # -- acknowledgements --------------------------------------------------------------------------

@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import Callable
 from typing import NamedTuple, Union
 
 MRC_UDP_PORT = 4793
@@ -304,5 +305,6 @@ def _decode_probe(datagram: bytes | bytearray | memoryview, size: int, kind: int
     return (Probe if kind == PROBE else ProbeReply)(conn_id, ev, seq, ts)
 
 
-_DECODERS = {SACK: _decode_sack, NACK: _decode_nack, PROBE: _decode_probe, PROBE_REPLY: _decode_probe}
+_DECODERS: dict[int, Callable[[bytes | bytearray | memoryview, int, int, int], Packet]] = {
+    SACK: _decode_sack, NACK: _decode_nack, PROBE: _decode_probe, PROBE_REPLY: _decode_probe}
 """Packet type -> its decoder, for every type but DATA."""
