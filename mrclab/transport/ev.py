@@ -44,8 +44,9 @@ delivered (``Path.heard``); when the condemning loss turns out late (:meth:`EvSe
 and the path delivered a packet sent after it, the path comes back at once
 (:meth:`EvSet.undo`), without probing.
 
-Every EV state change is a row of ``TRANSITIONS``, made by the :class:`EvSet` operation of
-the same name; ``USABLE`` is the predicate "carries data". SKIP transitions (``congested``
+Every EV state change is a row of ``TRANSITIONS``, applied in one place (``EvSet._apply``)
+by the operations that name it; ``USABLE`` is the predicate "carries data". The owner reads
+EVs and paths and changes them only through :class:`EvSet`. SKIP transitions (``congested``
 and ``turn``) are not reported as events: under congestion they would flood the log, and
 they carry no news about paths (``Counters.skips`` counts them).
 """
