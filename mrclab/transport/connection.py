@@ -42,7 +42,7 @@ class Connection:
                           probe_interval=config.probe_interval, probe_interval_max=config.probe_interval_max,
                           probe_successes=config.probe_successes, single_path=config.single_path,
                           events=self._events, counters=self.counters, ev_path=ev_path)
-        self._tx = Sender(conn_id, config, self._evs, self._events, self.counters)
+        self._tx = Sender(conn_id, config, self._evs, events=self._events, counters=self.counters)
         self._rx = Receiver(conn_id, config, self._events, self.counters)
 
     # -- driving it ------------------------------------------------------------------------------

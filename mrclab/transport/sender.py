@@ -53,6 +53,7 @@ from collections import deque
 
 from .cc import RttEstimator, WindowCC
 from .config import TransportConfig
+from .counters import Counters
 from .ev import Ev, EvSet
 from .events import MessageCompleted, MessageFailed
 from .wire import DATA_HEADER_LEN, DUP_ECHO, ECN_ECHO, LAST, RETX, SACK_BITS, WARM_SEQ, Nack, ProbeReply, \
@@ -108,7 +109,7 @@ class _TxPacket:
 
 
 class Sender:
-    def __init__(self, conn_id: int, config: TransportConfig, evs: EvSet, events: list, counters) -> None:
+    def __init__(self, conn_id: int, config: TransportConfig, evs: EvSet, *, events: list, counters: Counters) -> None:
         self._conn_id = conn_id
         self._cfg = config
         self._evs = evs
