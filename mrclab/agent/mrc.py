@@ -434,7 +434,7 @@ class MrcDatapath:
                                 + own["verify_failures"]),
             "wire_payload_bytes": totals.get("bytes_sent", 0),
         }
-        for name in ("lost", "ev_retired", "ev_restored", "paths_retired", "paths_restored", "retirements_undone",
+        for name in ("sacks", "lost", "ev_retired", "ev_restored", "paths_retired", "paths_restored", "retirements_undone",
                      "paths_held", "skips", "duplicates", "malformed", "digest_failures"):
             counters[name] = totals.get(name, 0)
         for name in ("verify_failures", "send_retries", "socket_errors", "strangers"):

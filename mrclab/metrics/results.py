@@ -9,7 +9,7 @@ from ..agent.mrc import MARK_BIN_S
 from ..transport.cc import rtt_quantile
 
 SCHEMA = "mrclab.results/v1"
-PACKET_KEYS = ("data_sent", "retransmitted", "trimmed", "timeouts", "nacks", "probes")
+PACKET_KEYS = ("data_sent", "sacks", "retransmitted", "trimmed", "timeouts", "nacks", "probes")
 PATH_KEYS = ("paths_retired", "paths_restored", "retirements_undone", "paths_held")
 
 
