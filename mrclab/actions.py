@@ -39,7 +39,7 @@ ACTIONS = {a.name: a for a in (
 
 
 def cuts(action: str) -> bool:
-    """Does it take paths away? (False for a name this version does not know, as in an older results file.)"""
+    """Does it take paths away? False for a name not in the table (a results file of another version)."""
     return action in ACTIONS and ACTIONS[action].cuts
 
 
