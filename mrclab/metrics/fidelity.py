@@ -117,6 +117,30 @@ def outside_processes(before: dict, after: dict, lab: set[int], elapsed_s: float
 
 
 @dataclass
+class Saturation:
+    """Per thread, the windows it spent saturated; fed one reading (time, ticks per thread) per window."""
+
+    windows: int = 0
+    saturated: dict[str, int] = field(default_factory=dict)  # thread -> windows
+    last: tuple[float, dict[str, int]] | None = None
+
+    def observe(self, t: float, ticks: dict[str, int]) -> None:
+        if self.last is not None:
+            t0, ticks0 = self.last
+            limit = SATURATED_PCT / 100.0 * TICKS * (t - t0)
+            for key, value in ticks.items():
+                if value - ticks0.get(key, value) >= limit:
+                    self.saturated[key] = self.saturated.get(key, 0) + 1
+            self.windows += 1
+        self.last = (t, ticks)
+
+    def worst(self, default: str | None) -> tuple[str | None, float]:
+        """The thread saturated in the most windows (`default` when none was), and its share of the windows."""
+        share = max(self.saturated.values(), default=0) / self.windows if self.windows else 0.0
+        return max(self.saturated, key=self.saturated.get, default=default), share
+
+
+@dataclass
 class CpuSampler:
     """Start before the workload, stop after; pids maps process id -> label (e.g. 'ovs-vswitchd', 'agent h3')."""
 
@@ -126,23 +150,16 @@ class CpuSampler:
     def start(self) -> None:
         self._start = (time.monotonic(), _machine_ticks(), _thread_ticks(self.pids))
         self._processes = _process_ticks()
-        self._windows = 0
-        self._saturated: dict[str, int] = {}
+        self._saturation = Saturation()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="cpu-sampler", daemon=True)
         self._thread.start()
 
     def _watch(self) -> None:
         """Count, per thread, the windows it spent saturated."""
-        t, ticks = time.monotonic(), _thread_ticks(self.pids)
+        self._saturation.observe(time.monotonic(), _thread_ticks(self.pids))
         while not self._done.wait(WINDOW_S):
-            t1, ticks1 = time.monotonic(), _thread_ticks(self.pids)
-            limit = SATURATED_PCT / 100.0 * TICKS * (t1 - t)
-            for key, value in ticks1.items():
-                if value - ticks.get(key, value) >= limit:
-                    self._saturated[key] = self._saturated.get(key, 0) + 1
-            self._windows += 1
-            t, ticks = t1, ticks1
+            self._saturation.observe(time.monotonic(), _thread_ticks(self.pids))
 
     def stop(self, emulator_drops: int = 0, goodput_fraction: float | None = None,
              latency: dict | None = None) -> Verdict:
@@ -158,8 +175,7 @@ class CpuSampler:
             pct = 100.0 * (ticks - threads0.get(key, 0)) / TICKS / elapsed  # born mid-run: all of it
             if pct > hottest_pct:
                 hottest, hottest_pct = key, pct
-        share = max(self._saturated.values(), default=0) / self._windows if self._windows else 0.0
-        most = max(self._saturated, key=self._saturated.get, default=hottest)
+        most, share = self._saturation.worst(default=hottest)
         outside = outside_processes(self._processes, _process_ticks(), set(self.pids), elapsed)
         return verdict(machine, hottest, hottest_pct, emulator_drops, goodput_fraction, most, share, latency,
                        outside=outside)

@@ -147,24 +147,17 @@ def test_fidelity_tells_the_emulators_delay_from_the_networks():
         Reason.CPU_SET_PACE, Reason.CPU_SET_ROUND_TRIP)
 
 
-def test_cpu_sampler_sees_a_busy_thread(monkeypatch):
-    """Threads whose CPU time grows with the clock: one at a full core is saturated in every window, one at
-    half a core in none. The ticks are made from the clock, so a busy machine cannot change the verdict."""
-    import time
-
-    start = time.monotonic()
-
-    def ticks(pids):
-        elapsed = time.monotonic() - start
-        return {"test/1": int(fidelity.TICKS * elapsed), "test/2": int(fidelity.TICKS * elapsed / 2)}
-
-    monkeypatch.setattr(fidelity, "_thread_ticks", ticks)
-    sampler = fidelity.CpuSampler({1: "test"})
-    sampler.start()
-    time.sleep(5 * fidelity.WINDOW_S)
-    result = sampler.stop()
-    assert result.hottest_thread == "test/1" and result.hottest_thread_pct > 90
-    assert result.saturated_thread == "test/1" and result.saturated_share >= 0.75
+def test_saturation_counts_the_windows_a_thread_was_saturated():
+    """Readings one window apart of threads whose CPU time grows with the clock: one at a full core is saturated
+    in every window, one at half a core in none; a thread born mid-run starts counting at its first reading."""
+    saturation = fidelity.Saturation()
+    for i in range(6):
+        t = i * fidelity.WINDOW_S
+        ticks = {"test/1": int(fidelity.TICKS * t), "test/2": int(fidelity.TICKS * t / 2)}
+        saturation.observe(t, ticks if i < 3 else {**ticks, "test/3": int(fidelity.TICKS * t)})
+    assert saturation.windows == 5 and saturation.saturated == {"test/1": 5, "test/3": 2}
+    assert saturation.worst(default="x") == ("test/1", 1.0)
+    assert fidelity.Saturation().worst(default="test/2") == ("test/2", 0.0)
 
 
 def test_thread_ticks_reads_every_thread_of_a_process():
