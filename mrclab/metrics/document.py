@@ -85,13 +85,10 @@ def _events(scenario: Scenario, outcome: Outcome) -> list[dict]:
 
 def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome, summary: dict, lab: Lab,
               fidelity: dict) -> dict:
-    topo = scenario.topology
     doc = {
         "schema": results.SCHEMA,
         "run_id": run_id,
-        "scenario": {"name": scenario.name, "file": scenario.source},
-        "topology": {"name": topo.name, "planes": topo.planes, "leaves": topo.leaves, "spines": topo.spines,
-                     "hosts": topo.hosts},
+        **results.what_ran(scenario),
         "transport": scenario.transport, "routing": scenario.routing,
         "datapath": lab.datapath[0], "datapath_detail": lab.datapath[1], "seed": scenario.seed,
         "transport_options": effective_options(scenario),

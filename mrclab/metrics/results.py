@@ -136,15 +136,19 @@ def write_messages(out_dir: Path, rows: list[list]) -> None:
         writer.writerows(rows)
 
 
+def what_ran(scenario) -> dict:
+    """results.json's `scenario` and `topology`."""
+    topo = scenario.topology
+    return {"scenario": {"name": scenario.name, "file": scenario.source},
+            "topology": {"name": topo.name, "planes": topo.planes, "leaves": topo.leaves, "spines": topo.spines,
+                         "hosts": topo.hosts}}
+
+
 def write_unfinished(out_dir: Path, *, status: str, error: str, run_id: str, started_at: str, scenario,
                      overrides: dict) -> None:
     """results.json of a run that failed or was interrupted before it had results: what ran, and why it
     stopped, so `mrclab report` can say so."""
-    topo = scenario.topology
-    doc = {"schema": SCHEMA, "run_id": run_id, "status": status, "error": error,
-           "scenario": {"name": scenario.name, "file": scenario.source},
-           "topology": {"name": topo.name, "planes": topo.planes, "leaves": topo.leaves, "spines": topo.spines,
-                        "hosts": topo.hosts},
+    doc = {"schema": SCHEMA, "run_id": run_id, "status": status, "error": error, **what_ran(scenario),
            "transport": scenario.transport, "routing": scenario.routing, "seed": scenario.seed,
            "started_at": started_at, "overrides": overrides}
     (out_dir / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
