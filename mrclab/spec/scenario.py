@@ -349,7 +349,8 @@ def _transport_options(r: Reader, transport: str, topo: Topology) -> dict[str, A
         r.fail("transport_options", "expected a mapping of transport knobs")
     if not transports.TRANSPORTS[transport].mrc:
         if options:
-            r.fail("transport_options", f"transport {transport} takes no options, got {short(sorted(map(str, options)))}")
+            r.fail("transport_options",
+                   f"transport {transport} takes no options, got {short(sorted(map(str, options)))}")
         return {}
     try:
         return validate_options({str(k): v for k, v in options.items()}, mtu=topo.mtu,

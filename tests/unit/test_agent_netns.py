@@ -38,8 +38,8 @@ class BackToBack:
 
     def start(self, host: int, transport: str = "mrc", options: dict | None = None, mtu: int = 9000):
         control, log = str(self.tmp / f"h{host}.sock"), str(self.tmp / f"h{host}.log")
-        argv = ["ip", "netns", "exec", self.ns[host], *command(host, PLAN, control=control, log=log, transport=transport,
-                                                                mtu=mtu, options=options)]
+        argv = ["ip", "netns", "exec", self.ns[host],
+                *command(host, PLAN, control=control, log=log, transport=transport, mtu=mtu, options=options)]
         proc = subprocess.Popen(argv, cwd=REPO, stderr=subprocess.PIPE, text=True)
         self.state.add_process(proc.pid, f"agent h{host}")
         self.procs[host] = proc
