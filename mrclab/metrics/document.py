@@ -3,7 +3,7 @@ assembled in one place; `results` computes the parts and writes the files."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..actions import mends_cut
 from ..addressing import conn_hosts
@@ -24,15 +24,15 @@ class Lab:
     """What the lab reported once the workload stopped; after a failure, whatever could still be read."""
 
     datapath: tuple[str, str]  # name, and which flavour and why
-    stats: dict[str, dict] = field(default_factory=dict)  # host -> its agent's stats reply
-    samples: dict[int, dict[str, dict]] = field(default_factory=dict)  # sampling round -> host -> stats reply
-    marks: dict[str, dict[int, int]] = field(default_factory=dict)  # counter -> millisecond slot -> count
-    links: list[dict] = field(default_factory=list)
-    controller: dict = field(default_factory=lambda: dict(NO_CONTROLLER))
-    fidelity: dict = field(default_factory=lambda: dict(NOT_MEASURED, notes=list(NOT_MEASURED["notes"])))
-    cost: dict | None = None  # cpu_s_per_mib
-    capture: dict | None = None  # packet counts of a recording, and its note
-    t0_epoch_s: float = 0.0  # the wall clock at the outcome's t0
+    stats: dict[str, dict]  # host -> its agent's stats reply
+    samples: dict[int, dict[str, dict]]  # sampling round -> host -> stats reply
+    marks: dict[str, dict[int, int]]  # counter -> millisecond slot -> count
+    links: list[dict]
+    controller: dict
+    fidelity: dict
+    cost: dict | None  # cpu_s_per_mib
+    capture: dict | None  # packet counts of a recording ("counts") and its note
+    t0_epoch_s: float  # the wall clock at the outcome's t0
 
 
 def fidelity_inputs(outcome: Outcome, links: list[dict], stats: dict[str, dict],
