@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mrclab.agent.client import AgentClient, command  # noqa: E402
+from mrclab.agents import AgentClient, command  # noqa: E402
 from mrclab.fabric.net import Fabric  # noqa: E402
 from mrclab.metrics.cost import CpuMeter  # noqa: E402
 from mrclab.spec import topology  # noqa: E402
@@ -49,7 +49,8 @@ class Agents:
         self.procs, self.clients = {}, {}
         for host in (src, dst):
             control, log = str(tmp / f"{transport}-h{host}.sock"), str(tmp / f"{transport}-h{host}.log")
-            argv = command(host, topo.plan, control, log, transport, topo.mtu, options)
+            argv = command(host, topo.plan, control=control, log=log, transport=transport, mtu=topo.mtu,
+                           options=options)
             proc = fabric.host(f"h{host}").popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             fabric.state.add_process(proc.pid, f"agent h{host}")
             self.procs[host] = proc

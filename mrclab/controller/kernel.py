@@ -37,6 +37,7 @@ from pathlib import Path
 
 from ..fabric.layout import Layout
 from ..netns import entered, ip_batches
+from ..routing import APPS
 from . import ecmp_flows, stats
 from .routes import Route, ecmp_routes, reroute, static_routes
 
@@ -101,7 +102,7 @@ class KernelController:
     def __init__(self, layout: Layout, netns: dict[str, int], app: str, stats_path: Path,
                  convergence_delay: float) -> None:
         self.layout, self.netns, self.app, self.stats_path = layout, netns, app, stats_path
-        self.ecmp = app == "ecmp_reconverge"
+        self.ecmp = not APPS[app].source_routed
         self.delay = convergence_delay
         self.doc = {"app": app, "datapath": "linux", "pid": os.getpid(),
                     "switches": {name: {"programmed": False, "routes": 0} for name in layout.switches},

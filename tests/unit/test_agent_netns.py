@@ -16,7 +16,7 @@ import pytest
 from mrclab.addressing import Plan
 from mrclab.agent import backtoback
 from mrclab.agent.backtoback import ip
-from mrclab.agent.client import AgentClient, AgentError, command
+from mrclab.agents import AgentClient, AgentError, command
 from mrclab.runstate import RunState
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,7 +38,8 @@ class BackToBack:
 
     def start(self, host: int, transport: str = "mrc", options: dict | None = None, mtu: int = 9000):
         control, log = str(self.tmp / f"h{host}.sock"), str(self.tmp / f"h{host}.log")
-        argv = ["ip", "netns", "exec", self.ns[host], *command(host, PLAN, control, log, transport, mtu, options)]
+        argv = ["ip", "netns", "exec", self.ns[host],
+                *command(host, PLAN, control=control, log=log, transport=transport, mtu=mtu, options=options)]
         proc = subprocess.Popen(argv, cwd=REPO, stderr=subprocess.PIPE, text=True)
         self.state.add_process(proc.pid, f"agent h{host}")
         self.procs[host] = proc
