@@ -8,6 +8,7 @@ one agent and blocks until each answer, for tests, benchmarks and tools.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import selectors
 import socket
@@ -15,9 +16,9 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from . import lifeline
 from .addressing import Plan
@@ -26,7 +27,8 @@ from .routing import DEFAULT as ROUTING_DEFAULT
 from .runstate import RunState
 from .spec import Scenario
 from .transport.config import TransportConfig
-from .transports import DEFAULT as TRANSPORT_DEFAULT, TRANSPORTS
+from .transports import DEFAULT as TRANSPORT_DEFAULT
+from .transports import TRANSPORTS
 
 
 class AgentError(MrclabError):
@@ -93,10 +95,9 @@ class Agents:
             argv = command(index, topo.plan, control=str(sock_path), log=str(log_dir / f"agent-{name}.jsonl"),
                            transport=scenario.transport, routing=scenario.routing, mtu=topo.mtu,
                            options=effective_options(scenario), seed=scenario.seed)
-            stderr = open(log_dir / f"agent-{name}.stderr", "wb")
-            proc = host.popen(argv, stdin=subprocess.DEVNULL, stdout=stderr, stderr=subprocess.STDOUT,
-                              cwd=str(log_dir), preexec_fn=lifeline.die_with_parent())
-            stderr.close()
+            with open(log_dir / f"agent-{name}.stderr", "wb") as stderr:
+                proc = host.popen(argv, stdin=subprocess.DEVNULL, stdout=stderr, stderr=subprocess.STDOUT,
+                                  cwd=str(log_dir), preexec_fn=lifeline.die_with_parent())
             state.add_process(proc.pid, f"agent {name}")
             pending[name] = (index, sock_path, proc)
         deadline = time.monotonic() + timeout
@@ -189,10 +190,8 @@ class Agents:
     def stop(self, timeout: float = 5.0) -> None:
         """Ask every agent to quit, then make sure by PID; safe to call twice."""
         for agent in self.controls.values():
-            try:
+            with contextlib.suppress(OSError):
                 agent.send("quit")
-            except OSError:
-                pass
         deadline = time.monotonic() + timeout
         for agent in self.controls.values():
             try:
@@ -283,7 +282,7 @@ class AgentClient:
         self.sock.settimeout(max(0.001, min(0.2, deadline - time.monotonic())))
         try:
             chunk = self.sock.recv(1 << 16)
-        except socket.timeout:
+        except TimeoutError:
             return []
         if not chunk:
             raise AgentError("agent closed the control connection")

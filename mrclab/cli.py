@@ -344,7 +344,8 @@ def topo_verify(file: str, datapath: str, as_json: bool) -> None:
         out.print(table)
         for f in doc["failed"][:20]:
             why = "did not arrive" if not f["arrived"] else "spine counters disagree"
-            out.print(f"[red]FAIL[/] {f['src']} -> {f['dst']} plane {f['plane']} via {f['spine']} ({f['address']}): {why}")
+            out.print(f"[red]FAIL[/] {f['src']} -> {f['dst']} plane {f['plane']} via {f['spine']} "
+                      f"({f['address']}): {why}")
         if len(doc["failed"]) > 20:
             out.print(f"... and {len(doc['failed']) - 20} more (--json lists them all)")
     if not doc["ok"]:

@@ -20,8 +20,10 @@ import signal
 import sys
 
 from ..addressing import Plan
-from ..routing import DEFAULT as ROUTING_DEFAULT, ROUTINGS
-from ..transports import DEFAULT as TRANSPORT_DEFAULT, TRANSPORTS
+from ..routing import DEFAULT as ROUTING_DEFAULT
+from ..routing import ROUTINGS
+from ..transports import DEFAULT as TRANSPORT_DEFAULT
+from ..transports import TRANSPORTS
 from .control import ControlChannel
 from .eventlog import EventLog
 from .host import Agent

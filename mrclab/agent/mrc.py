@@ -42,11 +42,19 @@ import heapq
 import socket
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from ..addressing import HOST_BASE, Plan, decode
-from ..transport import (Connection, EvState, EvStateChanged, MessageCompleted, MessageDelivered, MessageFailed,
-                         TransportConfig, WireError)
+from ..transport import (
+    Connection,
+    EvState,
+    EvStateChanged,
+    MessageCompleted,
+    MessageDelivered,
+    MessageFailed,
+    TransportConfig,
+    WireError,
+)
 from ..transport.config import for_mtu
 from ..transport.wire import MRC_UDP_PORT, peek_conn_id
 from .ecmp import flow_hash
@@ -361,7 +369,7 @@ class MrcDatapath:
 
     def _note_recovery(self, p: _Peer, seen: tuple, now: float) -> None:
         slot = int(now / MARK_BIN_S)
-        for key, new, old in zip(RECOVERY_KEYS, seen, p.recovery):
+        for key, new, old in zip(RECOVERY_KEYS, seen, p.recovery, strict=True):
             if new != old:
                 bins = self._marks[key]
                 bins[slot] = bins.get(slot, 0) + new - old
@@ -434,7 +442,8 @@ class MrcDatapath:
                                 + own["verify_failures"]),
             "wire_payload_bytes": totals.get("bytes_sent", 0),
         }
-        for name in ("sacks", "lost", "ev_retired", "ev_restored", "paths_retired", "paths_restored", "retirements_undone",
+        for name in ("sacks", "lost", "ev_retired", "ev_restored", "paths_retired", "paths_restored",
+                     "retirements_undone",
                      "paths_held", "skips", "duplicates", "malformed", "digest_failures"):
             counters[name] = totals.get(name, 0)
         for name in ("verify_failures", "send_retries", "socket_errors", "strangers"):

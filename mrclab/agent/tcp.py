@@ -25,7 +25,7 @@ import socket
 import struct
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from ..addressing import HOST_BASE, Plan, decode
 from ..transport.wire import message_digest

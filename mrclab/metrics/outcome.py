@@ -5,8 +5,9 @@ are one frozen value per step, fired action, unfired event and EV state change.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
 
 class MessageKey(NamedTuple):

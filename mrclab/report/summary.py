@@ -6,8 +6,9 @@ flag the worst run of each row.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..metrics import expectations
 from .run import Run

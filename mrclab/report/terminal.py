@@ -25,8 +25,9 @@ def print_run(doc: dict, target: Path, *, out: Console, err: Console) -> None:
               soft_wrap=True)
     m, b, p = s["messages"], s["bytes"], s["packets"]
     verified = "all verified" if b["verified"] == b["delivered"] else f"{format_bytes(b['verified'])} verified"
-    rows = [("step time", f"p50 {format_seconds(st['p50'])} · p100 {format_seconds(st['p100'])}"
-                          + (f" ({st['p100'] / st['p50']:.2f}x p50)" if st["p50"] else "") + f" · {len(doc['steps'])} steps"),
+    tail = f" ({st['p100'] / st['p50']:.2f}x p50)" if st["p50"] else ""
+    rows = [("step time", f"p50 {format_seconds(st['p50'])} · p100 {format_seconds(st['p100'])}{tail}"
+                          f" · {len(doc['steps'])} steps"),
             ("goodput", f"{s['goodput_bps'] / 1e6:.1f} Mbit/s, {s['goodput_fraction'] * 100:.0f}% of ideal"),
             ("messages", (f"{m['sent']} sent · [{'red' if m['failed'] else 'green'}]{m['failed']} failed[/] · "
                           f"{format_bytes(b['delivered'])} delivered, {verified}"))]

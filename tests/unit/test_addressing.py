@@ -5,7 +5,8 @@ import ipaddress
 from collections import Counter
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mrclab import addressing as a
 
