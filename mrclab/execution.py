@@ -163,9 +163,10 @@ class Execution:
 
     def _per_ev(self, stats: dict) -> tuple[dict, dict]:
         """(last DATA send time, DATA packets) per [src][dst][ev] from every agent's stats reply."""
-        return tuple({self.topo.host_index(host): {int(peer): {int(ev): v for ev, v in evs.items()}
-                                                   for peer, evs in reply.get(key, {}).items()}
-                      for host, reply in stats.items()} for key in ("last_send", "ev_sent"))
+        last_send, ev_sent = ({self.topo.host_index(host): {int(peer): {int(ev): v for ev, v in evs.items()}
+                                                            for peer, evs in reply.get(key, {}).items()}
+                               for host, reply in stats.items()} for key in ("last_send", "ev_sent"))
+        return last_send, ev_sent
 
     def _snapshot(self, cut: _OpenCut) -> None:
         """avoid_s of a cut that is about to be mended (or still open at the end), and the DATA packets

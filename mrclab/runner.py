@@ -145,21 +145,23 @@ class _Run:
         """What the lab reports; after a failure, whatever can still be read (the rest left empty)."""
         if self.meter is not None:
             self.meter.stop()
-        captured = self.recording.stop() if self.recording is not None else None
+        sampler, recording = self.sampler, self.recording
+        captured = recording.stop() if recording is not None else None
         read = self._reader()
         o = self.outcome
         links = read("link counters", lambda: results.with_sends_into_faults(fabric.link_counters(),
                                                                               o.sent_into_faults), [])
         stats = read("agent stats", lambda: self.agents.call_all("stats", timeout=2.0) if self.agents.controls
                      else {}, {})
-        fidelity = read("fidelity", lambda: self.sampler.stop(
+        fidelity = read("fidelity", lambda: document.NOT_MEASURED if sampler is None else sampler.stop(
             **document.fidelity_inputs(o, links, stats, fabric.queue_waits())).to_dict(), document.NOT_MEASURED)
         controller = read("controller stats", fabric.controller_stats, document.NO_CONTROLLER)
         return document.Lab(
             datapath=(fabric.datapath.name, fabric.datapath_detail), stats=stats, samples=self.agents.samples,
             marks=self.agents.marks, links=links, controller=controller, fidelity=fidelity,
             cost=None if self.meter is None else self.meter.per_mib(o.delivered_bytes),
-            capture=None if captured is None else {"counts": captured, "note": self.recording.note(captured)},
+            capture=(None if captured is None or recording is None
+                     else {"counts": captured, "note": recording.note(captured)}),
             t0_epoch_s=document.epoch_of(o.t0))
 
     def _reader(self):
@@ -232,6 +234,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None, overrides: dic
         if not isinstance(run.failure, Exception):
             raise run.failure
         raise RunFailed(f"run failed: {describe(run.failure)}; what it measured is in {out_dir / 'results.json'}")
+    assert run.doc is not None, "a run that did not fail has written its results"
     return run.doc
 
 

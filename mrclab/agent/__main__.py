@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import sys
+from typing import NoReturn
 
 from ..addressing import Plan
 from ..routing import DEFAULT as ROUTING_DEFAULT
@@ -38,7 +39,7 @@ class BadArguments(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage block
+    def error(self, message: str) -> NoReturn:  # one line, no usage block
         raise BadArguments(message)
 
 

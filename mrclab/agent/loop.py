@@ -122,3 +122,15 @@ class Reactor:
                 pass
         except BlockingIOError:
             pass
+
+
+class Attached:
+    """What a datapath does with the loop it is attached to, before which it has no sockets to watch."""
+
+    _reactor: Reactor | None = None
+
+    @property
+    def reactor(self) -> Reactor:
+        if self._reactor is None:
+            raise RuntimeError("the datapath is not attached to a loop")
+        return self._reactor

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import functools
 import heapq
 import socket
 import time
@@ -58,7 +59,7 @@ from ..transport import (
 from ..transport.config import for_mtu
 from ..transport.wire import MRC_UDP_PORT, peek_conn_id
 from .ecmp import flow_hash
-from .loop import TIMER_GRANULARITY, Reactor
+from .loop import TIMER_GRANULARITY, Attached, Reactor
 from .payload import Payloads
 
 RECV_BATCH = 64
@@ -125,7 +126,7 @@ class _Peer:
         self.recovery = (0, 0, 0)  # RECOVERY_KEYS as last seen
 
 
-class MrcDatapath:
+class MrcDatapath(Attached):
     """With `entropy` (ECMP routing: [plane][entropy] sending sockets), EVs become (plane, entropy) and
     packets go to host addresses; without it, EVs are uSID paths sent through the plane sockets."""
 
@@ -155,7 +156,6 @@ class MrcDatapath:
         self._starved: list[_Peer] = []  # peers not flushed while a backlog was blocked
         self._retry_at: float | None = None
         self._busy: set[_Peer] = set()  # peers with messages in flight: they share the host's pacing rate
-        self._reactor: Reactor | None = None
         self._marks: dict[str, dict[int, int]] = {key: {} for key in RECOVERY_KEYS}
         self.counters = dict(messages_sent=0, bytes_sent=0, bytes_verified=0, verify_failures=0,
                              send_retries=0, socket_errors=0, strangers=0)
@@ -163,7 +163,7 @@ class MrcDatapath:
     def attach(self, reactor: Reactor) -> None:
         self._reactor = reactor
         for sock in self._sockets:
-            reactor.add_reader(sock, lambda sock=sock: self.on_readable(sock))
+            reactor.add_reader(sock, functools.partial(self.on_readable, sock))
 
     # -- application side ------------------------------------------------------------------------
 
@@ -315,7 +315,7 @@ class MrcDatapath:
         of the send buffer is used up; retried when writable) or a qdisc refused it (``ENOBUFS``;
         retried after ``ENOBUFS_RETRY``). Any other error is counted and answered with False."""
         if isinstance(err, BlockingIOError):
-            self._reactor.add_writer(sock, lambda: self._on_writable(sock))
+            self.reactor.add_writer(sock, lambda: self._on_writable(sock))
         elif err.errno == errno.ENOBUFS:
             if self._retry_at is None:
                 self._retry_at = time.monotonic() + ENOBUFS_RETRY
@@ -334,7 +334,7 @@ class MrcDatapath:
             self.counters["socket_errors"] += 1
 
     def _on_writable(self, sock: socket.socket) -> None:
-        self._reactor.remove_writer(sock)
+        self.reactor.remove_writer(sock)
         self._send_backlog(sock)
 
     def _socket_error(self, sock: socket.socket, err: OSError) -> None:

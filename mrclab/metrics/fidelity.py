@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -137,7 +138,7 @@ class Saturation:
     def worst(self, default: str | None) -> tuple[str | None, float]:
         """The thread saturated in the most windows (`default` when none was), and its share of the windows."""
         share = max(self.saturated.values(), default=0) / self.windows if self.windows else 0.0
-        return max(self.saturated, key=self.saturated.get, default=default), share
+        return max(self.saturated, key=lambda key: self.saturated[key], default=default), share
 
 
 @dataclass
@@ -163,6 +164,8 @@ class CpuSampler:
 
     def stop(self, emulator_drops: int = 0, goodput_fraction: float | None = None,
              latency: dict | None = None) -> Verdict:
+        if self._start is None:
+            raise RuntimeError("CpuSampler.stop() before start()")
         self._done.set()
         self._thread.join()
         t0, (busy0, total0), threads0 = self._start
@@ -232,7 +235,7 @@ class Verdict:
 
 def verdict(machine_pct: float, hottest: str | None, hottest_pct: float, emulator_drops: int = 0,
             goodput_fraction: float | None = None, saturated_thread: str | None = None,
-            saturated_share: float = 0.0, latency: dict | None = None, outside: list[dict] = ()) -> Verdict:
+            saturated_share: float = 0.0, latency: dict | None = None, outside: Sequence[dict] = ()) -> Verdict:
     """A busy CPU alone does not prove the CPU set the pace: ovs-vswitchd's one forwarding thread
     polls ~200 ports and stays busy at any link rate. It did when the CPU was saturated *and* the
     workload got well short of what the emulated links allow (`goodput_fraction`, the ideal
@@ -283,6 +286,7 @@ def _cpu_set_pace(v: Verdict) -> str:
 
 
 def _cpu_set_round_trip(v: Verdict) -> str:
+    assert v.latency is not None, "a reason only a latency split gives"
     return (_split(v.latency) + f" (limit {EMULATOR_SHARE_LIMIT:.0%} of the RTT): the CPU, not the emulated "
                                 "network, set the round trip, so reaction times (avoid_s) and the congestion "
                                 f"window are the CPU's; {_advice(v)}")

@@ -70,7 +70,7 @@ def cpu_text(cost: dict | None) -> str:
     if not cost or cost.get("agents") is None:
         return "-"
     hosts = {h: v for h, v in cost["hosts"].items() if v is not None}
-    worst = max(hosts, key=hosts.get, default=None)
+    worst = max(hosts, key=lambda host: hosts[host], default=None)
     own = cost.get("agents_less_softirq")
     return (f"{cost['agents']:.4f} / {cost['lab']:.4f}"
             + (f", agents less softirq {own:.4f}" if own is not None else "")
