@@ -9,7 +9,7 @@ from PIL import Image
 
 from mrclab.report import compare, summary
 from tests.conftest import REPO
-from tests.unit.test_report_fixture import AVOID_S, FAILED_LINK, make_run
+from tests.report_fixture import AVOID_S, FAILED_LINK, make_run
 
 
 def mrclab(*args, cwd=REPO):
