@@ -19,7 +19,8 @@ from .job import Remote, check
 from .ssh import sh
 
 SOURCE = Path(__file__).resolve().parents[2]
-SKIP = {".git", ".venv", "results", ".vm", "__pycache__", ".pytest_cache", ".hypothesis", "build", "dist"}
+SKIP = {".git", ".venv", "results", ".vm", "__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache",
+        "build", "dist"}
 PROVISION_TIMEOUT_S = 1800
 
 
