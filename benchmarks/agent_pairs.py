@@ -175,7 +175,8 @@ def run(pairs: int, mib: int, options: dict) -> dict:
                 "goodput_bps": round(verified * 8 / (last - start)), "cpu_s_per_mib": cost["agents"],
                 "sender_cpu_s_per_mib": round(senders, 5), "receiver_cpu_s_per_mib": round(cost["agents"] - senders, 5),
                 "floor_cpu_s_per_mib": round(floor_s, 5), "ratio_to_floor": round(cost["agents"] / floor_s, 2),
-                "wakeups_per_mib": round(wakeups / (verified / MIB), 1), "idle_agent_max_cpu_pct": round(idle_pct, 2), "retransmitted": retransmitted,
+                "wakeups_per_mib": round(wakeups / (verified / MIB), 1), "idle_agent_max_cpu_pct": round(idle_pct, 2),
+                "retransmitted": retransmitted,
                 "load_before": os.getloadavg()[0]}
     finally:
         for client in clients.values():

@@ -194,7 +194,8 @@ def rename_interface(path: Path, name: str, description: str) -> None:
             body = body[:-4]
             if kind == _IDB:
                 body = _named_idb(body, endian, name, description)
-            dst.write(struct.pack(endian + "II", kind, len(body) + 12) + body + struct.pack(endian + "I", len(body) + 12))
+            size = len(body) + 12
+            dst.write(struct.pack(endian + "II", kind, size) + body + struct.pack(endian + "I", size))
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)
 

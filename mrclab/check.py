@@ -157,7 +157,7 @@ def ovs_packet_sndbuf() -> int | None:
     if result is None:
         return None
     lines = result.stdout.splitlines()
-    for line, following in zip(lines, lines[1:] + [""]):
+    for line, following in zip(lines, lines[1:] + [""], strict=True):
         if '"ovs-vswitchd"' in line:
             for field in (line + following).replace("(", ",").replace(")", ",").split(","):
                 if field.startswith("tb") and field[2:].isdigit():

@@ -31,7 +31,7 @@ entries that differ between two such sets (so only the affected leaves are touch
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..addressing import Plan, host_usid
 from ..fabric.layout import Layout
@@ -69,7 +69,7 @@ def members(uplinks: list[int], live: list[bool]) -> Members:
     """The slot -> port table of one destination: slot s belongs to spine ``s % spines`` while that spine
     is live; the slots of dead spines go round-robin to the live ones."""
     spines = len(uplinks)
-    alive = [port for port, ok in zip(uplinks, live) if ok]
+    alive = [port for port, ok in zip(uplinks, live, strict=True) if ok]
     table, handed = [], 0
     for slot in range(SLOTS_PER_SPINE * spines):
         if live[slot % spines]:

@@ -16,8 +16,9 @@ on link state, which is the point of static source routing.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ..addressing import host_usid, leaf_usid, spine_usid, usid_prefix
 from ..fabric.layout import Port

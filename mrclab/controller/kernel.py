@@ -108,7 +108,8 @@ class KernelController:
                     "flow_mods_boot": 0, "flow_mods_after_boot": 0, "route_changes": [], "monitor_overruns": 0}
         if self.ecmp:
             self.doc.update(convergence_delay_s=self.delay, reconvergences=[])
-        self.ports = {(name, port.ifname): peer for name, s in layout.switches.items() for peer, port in s.ports.items()}
+        self.ports = {(name, port.ifname): peer
+                      for name, s in layout.switches.items() for peer, port in s.ports.items()}
         self.down_ports: set[tuple[str, str]] = set()
         self.seen = self.applied = ecmp_flows.dead_links(layout, (), ())
         self.timers: list = []  # (due, order, trigger, trigger_t, dead links): reconvergences to come

@@ -137,7 +137,7 @@ class Layout:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Layout":
+    def from_dict(cls, data: dict[str, Any]) -> Layout:
         switches = {name: SwitchLayout(s["name"], s["bridge"], s["dpid"],
                                        {peer: Port(**p) for peer, p in s["ports"].items()})
                     for name, s in data["switches"].items()}

@@ -1,4 +1,5 @@
-"""Build and tear down one run's fabric: Mininet hosts, switches of the chosen datapath, veth cables, shaping, controller.
+"""Build and tear down one run's fabric: Mininet hosts, switches of the chosen datapath, veth cables, shaping,
+controller.
 
 `Fabric` is a context manager. The switches are those of the run's datapath (`datapath`
 chooses, `auto` included): Open vSwitch bridges (`ovs.OvsSwitches`) or Linux SRv6 routers
@@ -23,8 +24,8 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from mininet.node import Host
 
@@ -32,7 +33,9 @@ from ..controller.process import Controller
 from ..errors import UsageError
 from ..runstate import RunState
 from ..spec.topology import Topology
-from . import datapath as datapath_mod, hostconf, layout as layout_mod
+from . import datapath as datapath_mod
+from . import hostconf
+from . import layout as layout_mod
 from .egress import CSUM_CARRIER, CSUM_MAKE_FINAL
 
 # routing (SPEC name) -> controller app
@@ -63,7 +66,8 @@ class Fabric:
         self.topology = topology
         self.owns_state = state is None
         self.state = state or RunState.create(f"fabric {topology.name}")
-        # controller log, layout and stats: the run's results directory, else the run's private one (removed at teardown)
+        # controller log, layout and stats: the run's results directory, else the run's private one (removed at
+        # teardown)
         self.directory = directory or self.state.private_dir()
         self.datapath, why = datapath_mod.choose(datapath)
         self.layout = layout_mod.build(topology, self.state.prefix, split_cables=self.datapath.split_cables)
@@ -81,7 +85,7 @@ class Fabric:
 
     # -- context manager ------------------------------------------------------------------
 
-    def __enter__(self) -> "Fabric":
+    def __enter__(self) -> Fabric:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGHUP):
                 self._old_handlers[sig] = signal.signal(sig, _raise_exit)
@@ -172,7 +176,8 @@ class Fabric:
         """results.json `controller`: flow-mods at boot and after it (static routing: always 0), and the
         reconvergences of a routing that has them."""
         doc = self.controller.stats() or {}
-        out = {"flow_mods_boot": doc.get("flow_mods_boot", 0), "flow_mods_after_boot": doc.get("flow_mods_after_boot", 0)}
+        out = {"flow_mods_boot": doc.get("flow_mods_boot", 0),
+               "flow_mods_after_boot": doc.get("flow_mods_after_boot", 0)}
         if "reconvergences" in doc:  # ecmp-reconverge: when the control plane rewrote which switches
             out["reconvergences"] = doc["reconvergences"]
         return out

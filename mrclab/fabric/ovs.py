@@ -32,7 +32,8 @@ class FlowStat:
     @property
     def entry(self) -> str:
         """The flow without its counters: what must not change while a fabric runs."""
-        return f"table={self.table},priority={self.priority},cookie={self.cookie:#x},{self.match} actions={self.actions}"
+        return (f"table={self.table},priority={self.priority},cookie={self.cookie:#x},{self.match} "
+                f"actions={self.actions}")
 
 
 def del_bridges(bridges: list[str]) -> None:

@@ -113,7 +113,8 @@ def figure(runs: list[Run]) -> Figure:
     goodput = [h["goodput_bps"] / 1e6 for h in hs]
     for col, (values, texts, ylabel, title) in enumerate((
             (p100, [f"{v:.1f}" for v in p100], "p100 step time (ms)", "Worst step (p100)"),
-            (goodput, [f"{v:.1f} ({h['goodput_fraction'] * 100:.0f}% of ideal)" for v, h in zip(goodput, hs)],
+            (goodput,
+             [f"{v:.1f} ({h['goodput_fraction'] * 100:.0f}% of ideal)" for v, h in zip(goodput, hs, strict=True)],
              "goodput (Mbit/s)", "Goodput"))):
         bar_ax = fig.add_subplot(grid[1, col])
         bars = bar_ax.bar(range(len(runs)), values, color=colours)

@@ -11,8 +11,9 @@ import math
 import os
 import reprlib
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -168,7 +169,7 @@ class Reader:
             return value
         return self.get(name, check, default, what="one of " + ", ".join(allowed))
 
-    def sub(self, name: str) -> "Reader":
+    def sub(self, name: str) -> Reader:
         self.seen.add(name)
         return Reader(self.data.get(name), self.source, f"{self.key(name)}.")
 

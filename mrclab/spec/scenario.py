@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 
 from ..errors import UsageError
-from ..transport.config import validate_options
 from ..shipped import folder
+from ..transport.config import validate_options
 from ..units import format_rate, format_size, rate_bps, seconds, size_bytes
 from . import topology as topology_mod
 from .reader import (
@@ -269,14 +269,23 @@ def _event(r: Reader, topo: Topology, steps: int, limit_s: float) -> Event:
         r.fail(r.key("at"), f"{at_s:g}s is past the run's duration_limit ({limit_s:g}s)")
     if at_step is not None and at_step >= steps:
         r.fail(r.key("at_step"), f"step {at_step} is past the workload's last step ({steps - 1})")
-    rate = period = until = None
+    rate, period, until = _action_parameters(r, action, at_s, limit_s)
+    r.done(("at", "at_step", "action", "target")
+           + {"loss": ("rate",), "rate": ("rate",), "flap": ("period", "until")}.get(action, ()))
+    return Event(action, target, at_s, at_step, rate, period, until)
+
+
+def _action_parameters(r: Reader, action: str, at_s: float | None,
+                       limit_s: float) -> tuple[float | None, float | None, float | None]:
+    """(rate, period, until): what a loss, rate or flap event needs beyond its time and target."""
     if action == "loss":
-        rate = r.get("rate", number(0.0, 1.0), what="a drop probability between 0 and 1")
-    elif action == "rate":
+        return r.get("rate", number(0.0, 1.0), what="a drop probability between 0 and 1"), None, None
+    if action == "rate":
         rate = float(r.get("rate", rate_bps, what="a link rate like 20Mbit"))
         if rate < MIN_RATE_BPS:
             r.fail(r.key("rate"), f"must be at least 1Kbit, got {rate:g} bit/s")
-    elif action == "flap":
+        return rate, None, None
+    if action == "flap":
         period = r.get("period", seconds, what="a duration like 200ms")
         until = r.get("until", seconds, what="a time like 8s")
         if period < 0.01:
@@ -286,9 +295,8 @@ def _event(r: Reader, topo: Topology, steps: int, limit_s: float) -> Event:
             r.fail(r.key("until"), f"must be after the flap starts ({start:g}s)")
         if until > limit_s:
             r.fail(r.key("until"), f"{until:g}s is past the run's duration_limit ({limit_s:g}s)")
-    r.done(("at", "at_step", "action", "target")
-           + {"loss": ("rate",), "rate": ("rate",), "flap": ("period", "until")}.get(action, ()))
-    return Event(action, target, at_s, at_step, rate, period, until)
+        return None, period, until
+    return None, None, None
 
 
 def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scenario:

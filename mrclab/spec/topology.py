@@ -126,7 +126,8 @@ class Topology:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "planes": self.planes, "leaves": self.leaves, "spines": self.spines,
                 "hosts_per_leaf": self.hosts_per_leaf,
-                "links": {"host_rate": format_rate(self.host_rate_bps), "fabric_rate": format_rate(self.fabric_rate_bps),
+                "links": {"host_rate": format_rate(self.host_rate_bps),
+                          "fabric_rate": format_rate(self.fabric_rate_bps),
                           "queue": format_size(self.queue_bytes), "mtu": self.mtu, "trim": self.trim}}
 
 
