@@ -40,7 +40,7 @@ def ends(topology: Topology, capture: Capture) -> list[tuple[str, str]]:
     """(node, peer) of every interface to record: the interface of `node` on its cable to `peer`."""
     what = capture.interfaces
     if not isinstance(what, str):
-        return [tuple(name.split("-", 1)) for name in what]
+        return [(node, peer) for node, _, peer in (name.partition("-") for name in what)]
     host_links = [link for link in topology.links if link.kind == "host"]
     hosts = [(link.a, link.b) for link in host_links]
     switches = [(link.b, link.a) for link in host_links] + [

@@ -233,7 +233,7 @@ def all_runs() -> list[RunState]:
 
 def clean_stale() -> list[str]:
     """Tear down every run whose owner is gone; live runs are left alone."""
-    removed = []
+    removed: list[str] = []
     for run in all_runs():
         if run.is_stale():
             removed.extend(f"{run.run_id}: {item}" for item in [*run.teardown(), f"record {run.path}"])

@@ -273,7 +273,9 @@ def link_utilisation(run: Run) -> Figure:
             if k % columns == 0:
                 ax.set_ylabel("leaf", fontsize=8)
             ax.set_xlabel("spine", fontsize=8)
-    rate = format_rate(run.link_rate_bps("fabric_rate"))
+    fabric_rate = run.link_rate_bps("fabric_rate")
+    assert fabric_rate and image is not None  # else utilisation_grids raised NoData; a topology has a plane
+    rate = format_rate(fabric_rate)
     fig.colorbar(image, ax=axes, shrink=0.8, label=f"utilisation (% of {rate} over the workload)")
     fig.suptitle(title, fontsize=10)
     return fig

@@ -13,7 +13,7 @@ import reprlib
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -136,12 +136,13 @@ class Reader:
             data = {}
         if not isinstance(data, dict):
             self.fail(prefix.rstrip(".") or "(top level)", f"must be a mapping, got {type(data).__name__}")
-        self.data, self.seen = data, set()
+        self.data = data
+        self.seen: set[str] = set()
 
     def key(self, name: str) -> str:
         return f"{self.prefix}{name}"
 
-    def fail(self, key: str, message: str):
+    def fail(self, key: str, message: str) -> NoReturn:
         raise UsageError(one_line(f"{self.source}: {key}: {message}"))
 
     def has(self, name: str) -> bool:

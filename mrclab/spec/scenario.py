@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,7 +186,7 @@ def apply_overrides(data: dict, overrides: list[str], source: str) -> dict:
     return data
 
 
-def load(ref: str | Path, overrides: list[str] = ()) -> Scenario:
+def load(ref: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     path = resolve_path(str(ref))
     if not is_file(path):
         raise UsageError(f"{clip(path)}: no such scenario file")
@@ -240,7 +241,8 @@ def _workload(r: Reader, topo: Topology) -> Workload:
     if not 1 <= message <= 1 << 30:
         w.fail("workload.message", f"must be between 1 byte and 1GiB, got {message}")
     steps = w.get("steps", integer(1, 100000), d["steps"])
-    receiver, senders = None, ()
+    receiver: str | None = None
+    senders: tuple[str, ...] = ()
     if pattern == "incast":
         receiver = w.get("receiver", text, hosts[0])
         if receiver not in hosts:
