@@ -1,7 +1,7 @@
 """Synthetic run directories for the report and compare tests, written with the runner's own writers.
 
-No real run exists in the tree yet, so `make_run` fabricates what `mrclab run` would
-leave behind for three stories: MRC riding out a link failure at 3 s (a step-time
+A real run needs root and minutes, so `make_run` fabricates what `mrclab run` would
+leave behind, in milliseconds, for three stories: MRC riding out a link failure at 3 s (a step-time
 spike, EVs retired and revived, trims, an avoid_s), ECMP with a reconverging control
 plane (a long stall, flow-mods after boot, no EVs), and a run aborted at its duration
 limit (three steps, no samples, no events).

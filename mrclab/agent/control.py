@@ -20,6 +20,7 @@ listener closed.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -158,7 +159,5 @@ class ControlChannel:
             if sock is not None:
                 sock.close()
         self.listener = self.peer = None
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
-        except FileNotFoundError:
-            pass

@@ -8,7 +8,7 @@ the connection's 5-tuple onto a spine, so no host routes are installed), port
 
     kind u8 (MSG=1, ACK=2)   3 bytes 0   conn u32   msg u32   length u64   digest u64
 
-The receiver checks the digest (the transport's blake2b-64) and every byte against the
+The receiver checks the digest (the transport's XXH3-64) and every byte against the
 regenerated payload, emits ``delivered`` and answers an ACK frame on the same
 connection; the sender emits ``completed`` when that ACK arrives. A connection that
 breaks fails the messages it still owed an ACK for; the next ``post`` opens a new one.
@@ -25,7 +25,7 @@ import socket
 import struct
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from ..addressing import HOST_BASE, Plan, decode
 from ..transport.wire import message_digest

@@ -38,6 +38,7 @@ from typing import Any
 
 from ..fabric.layout import Layout
 from ..netns import entered, ip_batches
+from ..routing import APPS
 from . import ecmp_flows, stats
 from .routes import Route, ecmp_routes, reroute, static_routes
 
@@ -102,7 +103,7 @@ class KernelController:
     def __init__(self, layout: Layout, netns: dict[str, int], app: str, stats_path: Path,
                  convergence_delay: float) -> None:
         self.layout, self.netns, self.app, self.stats_path = layout, netns, app, stats_path
-        self.ecmp = app == "ecmp_reconverge"
+        self.ecmp = not APPS[app].source_routed
         self.delay = convergence_delay
         self.doc: dict[str, Any] = {
             "app": app, "datapath": "linux", "pid": os.getpid(),

@@ -112,7 +112,7 @@ class LinuxRouters:
             node = Host(switch.bridge, inNamespace=True)
             self.nodes[name] = node
             self.fabric.state.add_process(node.pid, f"router {name}")
-        ecmp = self.fabric.routing == "ecmp-reconverge"
+        ecmp = not self.fabric.routing.source_routed
         check_outputs(in_parallel({node: namespace_script(ecmp, self.fabric.seed) for node in self.nodes.values()}))
 
     def cable(self) -> None:

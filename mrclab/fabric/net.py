@@ -31,7 +31,9 @@ from typing import Any, TypeVar
 from mininet.node import Host
 
 from ..controller.process import Controller
-from ..errors import UsageError
+from ..errors import Terminated, UsageError
+from ..routing import DEFAULT as ROUTING_DEFAULT
+from ..routing import ROUTINGS
 from ..runstate import RunState
 from ..spec.topology import Topology
 from . import datapath as datapath_mod
@@ -40,8 +42,6 @@ from . import layout as layout_mod
 from .egress import CSUM_CARRIER, CSUM_MAKE_FINAL, Egress
 from .faults import Faults
 
-# routing (SPEC name) -> controller app
-APPS = {"static-srv6": "static_srv6", "ecmp-reconverge": "ecmp_reconverge"}
 HOST_NIC_QUEUE = 4 << 20
 Part = TypeVar("Part")
 
@@ -60,11 +60,11 @@ class Fabric:
     switch faults, link counters)."""
 
     def __init__(self, topology: Topology, state: RunState | None = None, directory: Path | None = None,
-                 routing: str = "static-srv6", convergence_delay: float = 2.0,
+                 routing: str = ROUTING_DEFAULT, convergence_delay: float = 2.0,
                  egress_factory: Callable[[RunState], Egress] = default_egress, *, datapath: str = "auto",
                  seed: int = 1) -> None:
-        if routing not in APPS:
-            raise UsageError(f"routing {routing!r} is not available yet (available: {', '.join(APPS)})")
+        if routing not in ROUTINGS:
+            raise UsageError(f"routing {routing!r} is not available (available: {', '.join(ROUTINGS)})")
         self.topology = topology
         self.owns_state = state is None
         self.state = state or RunState.create(f"fabric {topology.name}")
@@ -73,7 +73,7 @@ class Fabric:
         self.directory = directory or self.state.private_dir()
         self.datapath, why = datapath_mod.choose(datapath)
         self.layout = layout_mod.build(topology, self.state.prefix, split_cables=self.datapath.split_cables)
-        self.egress_factory, self.app, self.routing = egress_factory, APPS[routing], routing
+        self.egress_factory, self.routing = egress_factory, ROUTINGS[routing]
         self.convergence_delay = convergence_delay  # how long ecmp-reconverge waits before reprogramming
         self.seed = seed  # the kernel ECMP hash seed derives from it, so reruns hash alike
         self.hosts: dict[str, Host] = {}
@@ -90,7 +90,7 @@ class Fabric:
     def __enter__(self) -> Fabric:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGHUP):
-                self._old_handlers[sig] = signal.signal(sig, _raise_exit)
+                self._old_handlers[sig] = signal.signal(sig, _terminate)
         try:
             self.build()
         except BaseException:
@@ -122,7 +122,7 @@ class Fabric:
         self.controller.wait_programmed()
 
     def _controller(self) -> Controller:
-        return Controller(self.state, self.layout, self.directory, self.app, self.convergence_delay,
+        return Controller(self.state, self.layout, self.directory, self.routing.app, self.convergence_delay,
                           datapath=self.datapath.name, netns=self.switches.netns_pids())
 
     def _make_hosts(self) -> None:
@@ -238,5 +238,6 @@ def check_outputs(outputs: dict[Host, str]) -> None:
             raise RuntimeError(f"configuring {node.name} failed: {output.strip()}")
 
 
-def _raise_exit(signum, _frame) -> None:
-    raise SystemExit(128 + signum)
+def _terminate(signum, _frame) -> None:
+    """SIGTERM/SIGHUP while a fabric exists unwinds like Ctrl-C, so every teardown runs."""
+    raise Terminated(signal.Signals(signum).name)

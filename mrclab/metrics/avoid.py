@@ -10,12 +10,7 @@ from __future__ import annotations
 
 from ..spec import Topology
 from ..spec.topology import parse_node
-
-
-def measurable(routing: str) -> bool:
-    """avoid_s needs the path each EV took, which only source routing fixes: under ECMP the
-    fabric hashes a packet to a path its sender cannot see (the step stall shows the outage)."""
-    return routing == "static-srv6"
+from .outcome import EvChange
 
 
 def path_hits(topo: Topology, target: str, src: int, dst: int, plane: int, spine: int) -> bool:
@@ -79,15 +74,13 @@ def avoid_seconds(topo: Topology, target: str, fault_t: float,
     return worst if touched else None
 
 
-def revive_seconds(topo: Topology, target: str, repaired_t_s: float, ev_changes: list[dict]) -> float | None:
+def revive_seconds(topo: Topology, target: str, repaired_t_s: float, ev_changes: list[EvChange]) -> float | None:
     """From a repair to the first path through it that a sender brought back (probes succeeded):
     how soon the link carries traffic again. None when no sender had retired a path through it."""
-    for change in sorted(ev_changes, key=lambda c: c["t_s"]):
-        if change["t_s"] < repaired_t_s or change["old"] != "ASSUMED_BAD" or change["new"] != "GOOD":
+    for change in sorted(ev_changes, key=lambda c: c.t_s):
+        if change.t_s < repaired_t_s or change.old != "ASSUMED_BAD" or change.new != "GOOD":
             continue
-        plane, spine = topo.plan.ev_path(change["ev"])
-        peer = change["peer"]  # a host name (an index in older results)
-        if path_hits(topo, target, topo.host_index(change["host"]),
-                     topo.host_index(peer) if isinstance(peer, str) else peer, plane, spine):
-            return change["t_s"] - repaired_t_s
+        plane, spine = topo.plan.ev_path(change.ev)
+        if path_hits(topo, target, topo.host_index(change.host), topo.host_index(change.peer), plane, spine):
+            return change.t_s - repaired_t_s
     return None

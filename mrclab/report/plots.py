@@ -13,8 +13,9 @@ from itertools import pairwise
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..actions import cuts, mends_cut
 from ..spec.topology import parse_node
-from ..timeline import CLEARS
+from ..transports import TRANSPORTS, Transport
 from ..units import format_rate
 from .run import Run
 
@@ -67,14 +68,19 @@ def event_text(event: dict) -> str:
     return text
 
 
+def transport_of(results: dict) -> Transport:
+    """The run's transport row; one this version does not know is drawn as MRC."""
+    return TRANSPORTS.get(results["transport"], TRANSPORTS["mrc"])
+
+
 def down_intervals(events: list[dict], end_s: float) -> list[tuple[float, float, str]]:
     """(start, end, target) of every link/switch outage: a down paired with the up that cleared it."""
     opened: dict[str, float] = {}
     out = []
     for e in sorted(events, key=lambda e: e["t_s"]):
-        if e["action"] in CLEARS:
+        if cuts(e["action"]):
             opened.setdefault(e["target"], e["t_s"])
-        elif e["action"] in CLEARS.values() and e["target"] in opened:
+        elif mends_cut(e["action"]) and e["target"] in opened:
             out.append((opened.pop(e["target"]), e["t_s"], e["target"]))
     out.extend((t, end_s, target) for target, t in opened.items())
     return sorted(out)
@@ -344,7 +350,7 @@ def ev_states(run: Run) -> Figure:
     """
     r = run.results
     if not r["ev_changes"]:
-        if r["transport"] == "tcp":
+        if not transport_of(r).mrc:
             raise NoData("kernel TCP keeps no EVs: it sends each flow on the one path ECMP hashes it to")
         raise NoData("no EV changed state during the run")
     times, counts = ev_state_series(run)
@@ -359,7 +365,7 @@ def ev_states(run: Run) -> Figure:
     headroom(ax, max(sum(column) for column in zip(*stacked, strict=True)), mark_events(ax, r["events"], span))
     ax.set_ylabel("EVs in each state\n(stacked)")
     single = (" (single-path: one EV per connection,\nwith no other path to move to)"
-              if r["transport"] == "single-path" else "")
+              if transport_of(r).single_path else "")
     ax.set_title(f"EV states over time, summed over connections{single}:\n{run.label}", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     worst = 0
@@ -454,7 +460,7 @@ def recovery_counters(run: Run) -> Figure:
     fig = Figure(figsize=(10, 4), layout="constrained")
     ax = fig.add_subplot()
     top = 0.0
-    if "recovery" in r and r["transport"] != "tcp":
+    if "recovery" in r and transport_of(r).mrc:
         if not any(r["recovery"].values()):
             raise NoData("no sender trimmed, retransmitted or timed out a packet")
         how = f"{recovery_bin_s(run) * 1e3:.3g} ms bins"

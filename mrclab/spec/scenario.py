@@ -14,6 +14,9 @@ from typing import Any
 
 import yaml
 
+from .. import routing as routing_mod
+from .. import transports
+from ..actions import ACTIONS, LINK, SWITCH
 from ..errors import UsageError
 from ..shipped import folder
 from ..transport.config import validate_options
@@ -35,13 +38,8 @@ from .topology import Topology
 
 SCENARIO_DIR = folder("scenarios")
 
-TRANSPORTS = ("mrc", "single-path", "tcp")
-ROUTINGS = ("static-srv6", "ecmp-reconverge")
 DATAPATHS = ("auto", "ovs", "linux")  # the rows of fabric.datapath, and `auto`
 PATTERNS = ("ring-allreduce", "all-to-all", "incast", "permutation")
-LINK_ACTIONS = ("link_down", "link_up", "loss", "rate", "flap", "blackhole", "restore")
-SWITCH_ACTIONS = ("switch_down", "switch_up")
-ACTIONS = LINK_ACTIONS + SWITCH_ACTIONS
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")  # a scenario name becomes a directory name
 MAX_SEED = (1 << 63) - 1
 MIN_RATE_BPS = 1000
@@ -53,8 +51,8 @@ EXPECTATIONS = ("failed_messages", "max_step_time_ratio", "min_goodput_fraction"
 
 DEFAULTS: dict[str, Any] = {
     "description": "",
-    "transport": "mrc",
-    "routing": "static-srv6",
+    "transport": transports.DEFAULT,
+    "routing": routing_mod.DEFAULT,
     "datapath": "auto",
     "seed": 1,
     "duration_limit": "60s",
@@ -257,11 +255,11 @@ def _workload(r: Reader, topo: Topology) -> Workload:
 
 
 def _event(r: Reader, topo: Topology, steps: int, limit_s: float) -> Event:
-    action = r.choice("action", ACTIONS)
+    action = r.choice("action", tuple(ACTIONS))
     target = r.get("target", text)
-    if action in LINK_ACTIONS and not topo.has_link(target):
+    if ACTIONS[action].target == LINK and not topo.has_link(target):
         r.fail(r.key("target"), f"no link {short(target)} in {topo.name} (links are like p0l1-p0s2 or h3-p0l1)")
-    if action in SWITCH_ACTIONS and not topo.has_switch(target):
+    if ACTIONS[action].target == SWITCH and not topo.has_switch(target):
         r.fail(r.key("target"), f"no switch {short(target)} in {topo.name} (switches are like p0l1 or p2s3)")
     if r.has("at") == r.has("at_step"):
         r.fail(r.key("at"), "give exactly one of `at` (a time) and `at_step` (a step number)")
@@ -272,8 +270,7 @@ def _event(r: Reader, topo: Topology, steps: int, limit_s: float) -> Event:
     if at_step is not None and at_step >= steps:
         r.fail(r.key("at_step"), f"step {at_step} is past the workload's last step ({steps - 1})")
     rate, period, until = _action_parameters(r, action, at_s, limit_s)
-    r.done(("at", "at_step", "action", "target")
-           + {"loss": ("rate",), "rate": ("rate",), "flap": ("period", "until")}.get(action, ()))
+    r.done(("at", "at_step", "action", "target") + ACTIONS[action].params)
     return Event(action, target, at_s, at_step, rate, period, until)
 
 
@@ -309,8 +306,8 @@ def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scen
                        " it names the results directory")
     description = r.get("description", text_or_empty, DEFAULTS["description"])
     topo = _topology(r, source)
-    transport = r.choice("transport", TRANSPORTS, DEFAULTS["transport"])
-    routing = r.choice("routing", ROUTINGS, DEFAULTS["routing"])
+    transport = r.choice("transport", tuple(transports.TRANSPORTS), DEFAULTS["transport"])
+    routing = r.choice("routing", tuple(routing_mod.ROUTINGS), DEFAULTS["routing"])
     datapath = r.choice("datapath", DATAPATHS, DEFAULTS["datapath"])
     seed = r.get("seed", integer(0, MAX_SEED), DEFAULTS["seed"])
     limit = r.get("duration_limit", seconds, seconds(DEFAULTS["duration_limit"]))
@@ -361,9 +358,10 @@ def _transport_options(r: Reader, transport: str, topo: Topology) -> dict[str, A
     options = r.raw("transport_options", {}) or {}
     if not isinstance(options, dict):
         r.fail("transport_options", "expected a mapping of transport knobs")
-    if transport == "tcp" and options:
-        r.fail("transport_options", f"transport tcp takes no options, got {short(sorted(map(str, options)))}")
-    if transport == "tcp":
+    if not transports.TRANSPORTS[transport].mrc:
+        if options:
+            r.fail("transport_options",
+                   f"transport {transport} takes no options, got {short(sorted(map(str, options)))}")
         return {}
     try:
         return validate_options({str(k): v for k, v in options.items()}, mtu=topo.mtu,

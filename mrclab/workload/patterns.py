@@ -27,7 +27,7 @@ def _derangement(hosts: tuple[str, ...], rng: random.Random) -> list[str]:
     while True:
         order = list(hosts)
         rng.shuffle(order)
-        if all(a != b for a, b in zip(hosts, order)):
+        if all(a != b for a, b in zip(hosts, order, strict=True)):
             return order
 
 
@@ -47,7 +47,7 @@ def step_transfers(workload: Workload, step: int, seed: int) -> list[Transfer]:
         return [Transfer(src, workload.receiver, size) for src in workload.senders]
     if workload.pattern == "permutation":
         rng = random.Random(f"{seed}:{step}")
-        return [Transfer(src, dst, size) for src, dst in zip(hosts, _derangement(hosts, rng))]
+        return [Transfer(src, dst, size) for src, dst in zip(hosts, _derangement(hosts, rng), strict=True)]
     raise ValueError(f"unknown pattern {workload.pattern!r}")
 
 

@@ -43,7 +43,7 @@ def test_compare_plot_holds_every_run(two_runs, tmp_path):
     fig = compare.figure(runs)
     steps_ax, p100_ax, goodput_ax = fig.axes
     lines = {line.get_label(): line for line in steps_ax.get_lines()}
-    for i, run in enumerate(runs):
+    for run in runs:
         line = lines[run.label]
         assert list(line.get_xdata()) == [s["start_s"] for s in run.results["steps"]]
     assert [bar.get_height() for bar in p100_ax.patches] == pytest.approx(
