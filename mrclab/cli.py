@@ -296,7 +296,8 @@ def report(run_dir: str) -> None:
 @cli.command()
 @click.argument("run_dirs", metavar="DIR...", nargs=-1, required=True)
 @click.option("--out", "plot_file", type=click.Path(dir_okay=False),
-              help="Where to write the comparison plot (PNG; default compare.png in the folder holding the runs).")
+              help="Where to write the comparison plot (PNG; default compare.png in the folder holding the runs; "
+                   "needed when they are in several folders).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def compare(run_dirs: tuple[str, ...], plot_file: str, as_json: bool) -> None:
     """Side-by-side table of runs (worst of each row in red), and a comparison plot."""

@@ -143,7 +143,8 @@ class LinuxRouters:
         for entry in os.scandir("/proc"):
             if entry.name.isdigit():
                 try:
-                    comm = open(f"/proc/{entry.name}/comm").read().strip()
+                    with open(f"/proc/{entry.name}/comm") as f:
+                        comm = f.read().strip()
                 except OSError:
                     continue
                 if comm.startswith("ksoftirqd/"):

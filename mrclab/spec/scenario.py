@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from .. import routing as routing_mod, transports
+from .. import routing as routing_mod
+from .. import transports
 from ..actions import ACTIONS, LINK, SWITCH
 from ..errors import UsageError
-from ..transport.config import validate_options
 from ..shipped import folder
+from ..transport.config import validate_options
 from ..units import format_rate, format_size, rate_bps, seconds, size_bytes
 from . import topology as topology_mod
 from .reader import (
@@ -182,7 +184,7 @@ def apply_overrides(data: dict, overrides: list[str], source: str) -> dict:
     return data
 
 
-def load(ref: str | Path, overrides: list[str] = ()) -> Scenario:
+def load(ref: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     path = resolve_path(str(ref))
     if not is_file(path):
         raise UsageError(f"{clip(path)}: no such scenario file")
@@ -237,7 +239,8 @@ def _workload(r: Reader, topo: Topology) -> Workload:
     if not 1 <= message <= 1 << 30:
         w.fail("workload.message", f"must be between 1 byte and 1GiB, got {message}")
     steps = w.get("steps", integer(1, 100000), d["steps"])
-    receiver, senders = None, ()
+    receiver: str | None = None
+    senders: tuple[str, ...] = ()
     if pattern == "incast":
         receiver = w.get("receiver", text, hosts[0])
         if receiver not in hosts:
@@ -266,14 +269,22 @@ def _event(r: Reader, topo: Topology, steps: int, limit_s: float) -> Event:
         r.fail(r.key("at"), f"{at_s:g}s is past the run's duration_limit ({limit_s:g}s)")
     if at_step is not None and at_step >= steps:
         r.fail(r.key("at_step"), f"step {at_step} is past the workload's last step ({steps - 1})")
-    rate = period = until = None
+    rate, period, until = _action_parameters(r, action, at_s, limit_s)
+    r.done(("at", "at_step", "action", "target") + ACTIONS[action].params)
+    return Event(action, target, at_s, at_step, rate, period, until)
+
+
+def _action_parameters(r: Reader, action: str, at_s: float | None,
+                       limit_s: float) -> tuple[float | None, float | None, float | None]:
+    """(rate, period, until): what a loss, rate or flap event needs beyond its time and target."""
     if action == "loss":
-        rate = r.get("rate", number(0.0, 1.0), what="a drop probability between 0 and 1")
-    elif action == "rate":
+        return r.get("rate", number(0.0, 1.0), what="a drop probability between 0 and 1"), None, None
+    if action == "rate":
         rate = float(r.get("rate", rate_bps, what="a link rate like 20Mbit"))
         if rate < MIN_RATE_BPS:
             r.fail(r.key("rate"), f"must be at least 1Kbit, got {rate:g} bit/s")
-    elif action == "flap":
+        return rate, None, None
+    if action == "flap":
         period = r.get("period", seconds, what="a duration like 200ms")
         until = r.get("until", seconds, what="a time like 8s")
         if period < 0.01:
@@ -283,8 +294,8 @@ def _event(r: Reader, topo: Topology, steps: int, limit_s: float) -> Event:
             r.fail(r.key("until"), f"must be after the flap starts ({start:g}s)")
         if until > limit_s:
             r.fail(r.key("until"), f"{until:g}s is past the run's duration_limit ({limit_s:g}s)")
-    r.done(("at", "at_step", "action", "target") + ACTIONS[action].params)
-    return Event(action, target, at_s, at_step, rate, period, until)
+        return None, period, until
+    return None, None, None
 
 
 def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scenario:

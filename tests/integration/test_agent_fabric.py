@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from mrclab.agents import AgentClient, command
 from mrclab.agent.seg6 import tcp_ev
+from mrclab.agents import AgentClient, command
 from mrclab.fabric.net import Fabric
 from mrclab.spec import topology
 

@@ -9,7 +9,7 @@ from PIL import Image
 
 from mrclab.report import compare, summary
 from tests.conftest import REPO
-from tests.unit.test_report_fixture import AVOID_S, FAILED_LINK, make_run
+from tests.report_fixture import AVOID_S, FAILED_LINK, make_run
 
 
 def mrclab(*args, cwd=REPO):
@@ -131,3 +131,14 @@ def test_cli_compare_needs_a_dir_and_a_writable_plot_path(two_runs, tmp_path):
     assert mrclab("compare").returncode == 2
     result = mrclab("compare", str(two_runs[0]), "--out", str(tmp_path / "nowhere" / "c.png"))
     assert result.returncode == 2 and "nowhere" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_cli_compare_of_runs_in_several_folders_needs_out(two_runs, tmp_path):
+    moved = tmp_path / "elsewhere" / "ecmp"
+    moved.parent.mkdir()
+    two_runs[1].rename(moved)
+    result = mrclab("compare", str(two_runs[0]), str(moved), cwd=tmp_path)
+    assert result.returncode == 2 and "--out" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not list(tmp_path.rglob("compare.png"))
+    result = mrclab("compare", str(two_runs[0]), str(moved), "--out", str(tmp_path / "both.png"), cwd=tmp_path)
+    assert result.returncode == 0 and (tmp_path / "both.png").is_file()

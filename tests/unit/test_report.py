@@ -14,7 +14,7 @@ from mrclab.metrics import expectations
 from mrclab.report import PLOTS, plots, write_report
 from mrclab.report.run import load
 from tests.conftest import REPO
-from tests.unit.test_report_fixture import AVOID_S, CLEAR_AT, FAILED_LINK, FAULT_AT, RECOVERY, make_run
+from tests.report_fixture import AVOID_S, BASE_STEP_S, CLEAR_AT, FAILED_LINK, FAULT_AT, RECOVERY, STEPS, make_run
 
 
 def mrclab(*args):
@@ -268,3 +268,18 @@ def test_titles_fit_their_figures(tmp_path):
         for title in titles:
             box = title.get_window_extent()
             assert box.x0 >= 0 and box.x1 <= fig.bbox.x1, (build.__name__, title.get_text())
+
+
+def test_fixture_reads_back_like_a_run(tmp_path):
+    """The fabricated directory is a valid v1 run: it loads, and its parts agree with each other."""
+    doc = make_run(tmp_path / "run")
+    run = load(tmp_path / "run")
+    assert run.results == doc
+    assert run.link_rate_bps("fabric_rate") == 100e6
+    assert len(run.messages) == STEPS * 8 and all(m.completion_s > 0 for m in run.messages)
+    slowest = max(doc["steps"], key=lambda s: s["duration_s"])
+    assert FAULT_AT - BASE_STEP_S * 1.1 < slowest["start_s"] <= FAULT_AT + 0.002   # the step the fault hit
+    assert doc["summary"]["packets"]["trimmed"] > 0
+    assert all(c["ok"] for c in doc["expectations"])   # MRC rides out the failure
+    ecmp = make_run(tmp_path / "ecmp", kind="ecmp")
+    assert {c["name"] for c in ecmp["expectations"] if not c["ok"]} == {"max_step_time_ratio"}
