@@ -9,7 +9,7 @@ the end of the run), so later sends after repair do not count.
 from __future__ import annotations
 
 from ..spec import Topology
-from ..spec.topology import parse_node
+from ..spec.topology import node_parts
 from .outcome import EvChange
 
 
@@ -17,12 +17,12 @@ def path_hits(topo: Topology, target: str, src: int, dst: int, plane: int, spine
     """Does the path src -> dst on (plane, spine) cross the link or switch named `target`?"""
     leaf_s, leaf_d = topo.plan.leaf_of(src), topo.plan.leaf_of(dst)
     if topo.has_switch(target):
-        kind, p, index = parse_node(target)
+        kind, p, index = node_parts(target)
         return p == plane and (index == spine if kind == "spine" else index in (leaf_s, leaf_d))
     link = topo.link(target)
     if link.plane != plane:
         return False
-    lower, upper = parse_node(link.a), parse_node(link.b)
+    lower, upper = node_parts(link.a), node_parts(link.b)
     if link.kind == "host":
         return lower[2] in (src, dst)
     return upper[2] == spine and lower[2] in (leaf_s, leaf_d)
