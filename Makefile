@@ -1,23 +1,34 @@
 # The two quick-start commands (run as root on a fresh Debian 12 machine): `make lab`, `make test`.
 # Each does its own set-up through vagrant/provision.sh, which is idempotent and quick when there is nothing to do.
+# unit, lint and typecheck need only .venv (any user); lab, test and integration provision the machine (root).
 PY := .venv/bin/python
 MRCLAB := .venv/bin/mrclab
 LAB ?= scenarios/quickstart.yaml
 
-.PHONY: setup lab test unit integration bench clean check fresh-test screenshots vm-setup vm-build vm-test
+.PHONY: setup venv lab test unit lint typecheck integration bench clean check fresh-test screenshots vm-setup vm-build vm-test
 
 setup:
 	@bash vagrant/provision.sh
+
+venv:
+	@bash vagrant/provision.sh --venv-only
 
 lab: setup
 	$(MRCLAB) check
 	$(MRCLAB) run $(LAB)
 
-test: setup
+test: setup lint typecheck
 	$(PY) -m pytest -q tests
 
-unit: setup
+unit: venv
 	$(PY) -m pytest -q tests/unit
+
+# pyproject.toml says what is checked and how
+lint: venv
+	$(PY) -m ruff check
+
+typecheck: venv
+	$(PY) -m mypy
 
 integration: setup
 	$(PY) -m pytest -q tests/integration

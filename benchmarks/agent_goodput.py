@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mrclab.agent.client import AgentClient, command  # noqa: E402
+from mrclab.agents import AgentClient, command  # noqa: E402
 from mrclab.fabric.net import Fabric  # noqa: E402
 from mrclab.metrics.cost import CpuMeter  # noqa: E402
 from mrclab.spec import topology  # noqa: E402
@@ -49,7 +49,8 @@ class Agents:
         self.procs, self.clients = {}, {}
         for host in (src, dst):
             control, log = str(tmp / f"{transport}-h{host}.sock"), str(tmp / f"{transport}-h{host}.log")
-            argv = command(host, topo.plan, control, log, transport, topo.mtu, options)
+            argv = command(host, topo.plan, control=control, log=log, transport=transport, mtu=topo.mtu,
+                           options=options)
             proc = fabric.host(f"h{host}").popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             fabric.state.add_process(proc.pid, f"agent h{host}")
             self.procs[host] = proc
@@ -81,7 +82,7 @@ def agent_goodput(fabric: Fabric, agents: Agents, src: int, dst: int, mib: int) 
     verified = rstats["counters"]["bytes_verified"]
     assert verified == mib * MIB, f"only {verified} of {mib * MIB} bytes verified"
     cost = meter.per_mib(verified)
-    drops, trims = (a - b for a, b in zip(_link_losses(fabric), links0))
+    drops, trims = (a - b for a, b in zip(_link_losses(fabric), links0, strict=True))
     c = stats["counters"]
     return {"goodput_bps": verified * 8 / (last - start), "seconds": last - start,
             "cpu_s_per_mib": cost["agents"], "sender_cpu_s_per_mib": cost["hosts"][f"h{src}"],
@@ -184,13 +185,15 @@ def main() -> None:
     print(f"{topo.name}: link bound {ideal / 1e6:.0f} Mbit/s ({topo.planes} planes x "
           f"{topo.host_rate_bps / 1e6:.0f} Mbit), iperf3 one stream per plane "
           f"{results.get('iperf3_bps', float('nan')) / 1e6:.1f} Mbit/s; MRC options {json.dumps(args.options)}")
-    print(f"{'agent':>12} {'goodput':>9} {'/iperf3':>8} {'cpu s/MiB':>10} {'send':>6} {'recv':>6} {'lab':>6} {'retx':>5} {'lost':>5} {'timeouts':>8} "
+    print(f"{'agent':>12} {'goodput':>9} {'/iperf3':>8} {'cpu s/MiB':>10} {'send':>6} {'recv':>6} {'lab':>6} "
+          f"{'retx':>5} {'lost':>5} {'timeouts':>8} "
           f"{'link drops':>10} {'trims':>6} {'sock full':>9}")
     for host, frames in results.get("profile", {}).items():
         print(f"profile {host} (mrc), self time: " + ", ".join(f"{f} {share:.0%}" for f, share in frames))
     for transport in transports:
         r = results[transport]
-        print(f"{transport:>12} {r['goodput_bps'] / 1e6:>6.1f}Mb {r['ratio_to_iperf3']:>8.2f} {r['cpu_s_per_mib']:>10.4f} "
+        print(f"{transport:>12} {r['goodput_bps'] / 1e6:>6.1f}Mb {r['ratio_to_iperf3']:>8.2f} "
+              f"{r['cpu_s_per_mib']:>10.4f} "
               f"{r['sender_cpu_s_per_mib']:>6.4f} {r['receiver_cpu_s_per_mib']:>6.4f} {r['lab_cpu_s_per_mib']:>6.4f} "
               f"{r['retransmitted']:>5} {r['lost']:>5} {r['timeouts']:>8} {r['link_drops']:>10} {r['link_trims']:>6} "
               f"{r['send_retries']:>9}")

@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mrclab.addressing import Plan  # noqa: E402
 from mrclab.agent import backtoback  # noqa: E402
-from mrclab.agent.client import AgentClient, AgentError, command  # noqa: E402
+from mrclab.agents import AgentClient, AgentError, command  # noqa: E402
 from mrclab.metrics.cost import MIB, CpuMeter  # noqa: E402
 from mrclab.runstate import RunState  # noqa: E402
 
@@ -136,7 +136,7 @@ def run(pairs: int, mib: int, options: dict) -> dict:
         for i, net in enumerate(nets):
             for h in HOSTS:
                 control, log = str(tmp / f"p{i}h{h}.sock"), str(tmp / f"p{i}h{h}.log")
-                proc = net.popen(h, command(h, PLAN, control, log, "mrc", 9000, options),
+                proc = net.popen(h, command(h, PLAN, control=control, log=log, options=options),
                                  stderr=subprocess.PIPE, text=True)
                 state.add_process(proc.pid, f"agent p{i}h{h}")
                 procs[proc.pid] = f"agent p{i}h{h}"
@@ -175,7 +175,8 @@ def run(pairs: int, mib: int, options: dict) -> dict:
                 "goodput_bps": round(verified * 8 / (last - start)), "cpu_s_per_mib": cost["agents"],
                 "sender_cpu_s_per_mib": round(senders, 5), "receiver_cpu_s_per_mib": round(cost["agents"] - senders, 5),
                 "floor_cpu_s_per_mib": round(floor_s, 5), "ratio_to_floor": round(cost["agents"] / floor_s, 2),
-                "wakeups_per_mib": round(wakeups / (verified / MIB), 1), "idle_agent_max_cpu_pct": round(idle_pct, 2), "retransmitted": retransmitted,
+                "wakeups_per_mib": round(wakeups / (verified / MIB), 1), "idle_agent_max_cpu_pct": round(idle_pct, 2),
+                "retransmitted": retransmitted,
                 "load_before": os.getloadavg()[0]}
     finally:
         for client in clients.values():

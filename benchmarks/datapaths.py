@@ -75,9 +75,9 @@ def cell(values: list, fmt: str) -> str:
 def table(datapath: str, rows: dict[str, list[dict]]) -> str:
     head = ["scenario"] + [title for _, title, _ in COLUMNS]
     lines = [[name] + [cell([r[key] for r in runs], fmt) for key, _, fmt in COLUMNS] for name, runs in rows.items()]
-    widths = [max(len(str(x)) for x in column) for column in zip(head, *lines)]
-    out = [f"datapath {datapath}", "  ".join(h.ljust(w) for h, w in zip(head, widths))]
-    out += ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)) for line in lines]
+    widths = [max(len(str(x)) for x in column) for column in zip(head, *lines, strict=True)]
+    out = [f"datapath {datapath}", "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))]
+    out += ["  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)) for line in lines]
     return "\n".join(out)
 
 

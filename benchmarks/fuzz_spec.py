@@ -179,8 +179,8 @@ def main() -> None:
     print(f"mutations tried {c['tried']}: accepted {c['accepted']}, rejected cleanly {c['rejected']}, "
           f"crashed {c['crashed']}")
     print(f"reference: a shipped file loads in {ref['mean_s'] * 1e3:.2f} ms, peak {ref['peak_bytes'] / 1024:.0f} KiB")
-    for label, key, row in (("slowest rejected", "s", f["worst_rejected_time"]),
-                            ("hungriest rejected", "peak_bytes", f["worst_rejected_memory"])):
+    for label, row in (("slowest rejected", f["worst_rejected_time"]),
+                       ("hungriest rejected", f["worst_rejected_memory"])):
         if row:
             print(f"{label}: {row['s'] * 1e3:.1f} ms ({row['s'] / ref['mean_s']:.1f}x reference), peak "
                   f"{row['peak_bytes'] / 1024:.0f} KiB ({row['peak_bytes'] / ref['peak_bytes']:.1f}x reference); "

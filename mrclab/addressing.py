@@ -141,3 +141,16 @@ class Plan:
     def ev_address(self, src: int, dst: int, ev: int) -> ipaddress.IPv6Address:
         plane, spine = self.ev_path(ev)
         return self.path_address(src, dst, plane, spine)
+
+
+CONN_HOST_BITS = 16  # MAX_HOSTS fits: a 32-bit conn_id holds both hosts of a connection
+
+
+def conn_id(src: int, dst: int) -> int:
+    """The connection a run uses from host src to host dst: one per ordered pair, the same in every step."""
+    return (src << CONN_HOST_BITS) | dst
+
+
+def conn_hosts(conn: int) -> tuple[int, int]:
+    """(src, dst) of a `conn_id`."""
+    return conn >> CONN_HOST_BITS, conn & ((1 << CONN_HOST_BITS) - 1)

@@ -1,11 +1,14 @@
-"""The runner's side of the agent control protocol: start one agent per host, talk to them all.
+"""The runner's side of the agent control protocol: the agent's command line, and two clients of it.
 
 Agents speak newline-delimited JSON over a Unix socket (see mrclab/agent). Replies carry
 the request's id; everything else an agent writes is an event (`completed`, `delivered`,
-`failed`, `ev_state`), queued here in arrival order for the runner's loop.
+`failed`, `ev_state`). `Agents` starts one agent per host of a run and talks to them all
+at once, queueing events in arrival order for the runner's loop; `AgentClient` talks to
+one agent and blocks until each answer, for tests, benchmarks and tools.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import selectors
 import socket
@@ -13,22 +16,39 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import lifeline
+from .addressing import Plan
 from .errors import MrclabError
+from .routing import DEFAULT as ROUTING_DEFAULT
 from .runstate import RunState
 from .spec import Scenario
 from .transport.config import TransportConfig
+from .transports import DEFAULT as TRANSPORT_DEFAULT
+from .transports import TRANSPORTS
 
 
 class AgentError(MrclabError):
-    pass
+    """An agent refused a request, did not answer it in time, or exited."""
+
+
+def command(host: int, plan: Plan, *, control: str, log: str, transport: str = TRANSPORT_DEFAULT,
+            routing: str = ROUTING_DEFAULT, mtu: int = 9000, options: dict | None = None, seed: int = 1,
+            python: str = sys.executable) -> list[str]:
+    """The agent's command line (``python -m mrclab.agent``, whose options are documented there)."""
+    return [python, "-m", "mrclab.agent", "--host", str(host), "--planes", str(plan.planes),
+            "--leaves", str(plan.leaves), "--spines", str(plan.spines), "--hosts-per-leaf", str(plan.hosts_per_leaf),
+            "--mtu", str(mtu), "--control", control, "--log", log, "--transport", transport,
+            "--options", json.dumps(options or {}), "--routing", routing, "--seed", str(seed)]
 
 
 @dataclass
-class AgentLink:
+class AgentControl:
+    """One agent's control connection, as `Agents` multiplexes it."""
+
     host: str
     index: int
     sock: socket.socket
@@ -48,7 +68,7 @@ class AgentLink:
 
 def effective_options(scenario: Scenario) -> dict:
     """The scenario's transport options over the defaults that follow from its links (MRC transports only)."""
-    if scenario.transport == "tcp":
+    if not TRANSPORTS[scenario.transport].mrc:
         return dict(scenario.transport_options)
     topo = scenario.topology
     return {**TransportConfig.link_defaults(topo.host_rate_bps, topo.mtu, topo.planes), **scenario.transport_options}
@@ -58,7 +78,7 @@ class Agents:
     """All agents of a run; `events` fills as `poll` reads their sockets."""
 
     def __init__(self):
-        self.links: dict[str, AgentLink] = {}
+        self.controls: dict[str, AgentControl] = {}
         self.events: deque = deque()
         self.samples: dict[int, dict[str, dict]] = {}   # round -> host -> stats reply
         self.marks: dict[str, dict[int, int]] = {}      # counter -> millisecond slot -> count, over all agents
@@ -71,33 +91,28 @@ class Agents:
         pending = {}
         for name, host in hosts.items():
             index = topo.host_index(name)
-            control = sock_dir / f"{name}.sock"
-            argv = [sys.executable, "-m", "mrclab.agent", "--host", str(index), "--planes", str(topo.planes),
-                    "--leaves", str(topo.leaves), "--spines", str(topo.spines),
-                    "--hosts-per-leaf", str(topo.hosts_per_leaf), "--mtu", str(topo.mtu),
-                    "--control", str(control), "--log", str(log_dir / f"agent-{name}.jsonl"),
-                    "--transport", scenario.transport, "--options", json.dumps(effective_options(scenario)),
-                    "--routing", scenario.routing,
-                    "--seed", str(scenario.seed)]
-            stderr = open(log_dir / f"agent-{name}.stderr", "wb")
-            proc = host.popen(argv, stdin=subprocess.DEVNULL, stdout=stderr, stderr=subprocess.STDOUT,
-                              cwd=str(log_dir), preexec_fn=lifeline.die_with_parent())
-            stderr.close()
+            sock_path = sock_dir / f"{name}.sock"
+            argv = command(index, topo.plan, control=str(sock_path), log=str(log_dir / f"agent-{name}.jsonl"),
+                           transport=scenario.transport, routing=scenario.routing, mtu=topo.mtu,
+                           options=effective_options(scenario), seed=scenario.seed)
+            with open(log_dir / f"agent-{name}.stderr", "wb") as stderr:
+                proc = host.popen(argv, stdin=subprocess.DEVNULL, stdout=stderr, stderr=subprocess.STDOUT,
+                                  cwd=str(log_dir), preexec_fn=lifeline.die_with_parent())
             state.add_process(proc.pid, f"agent {name}")
-            pending[name] = (index, control, proc)
+            pending[name] = (index, sock_path, proc)
         deadline = time.monotonic() + timeout
-        for name, (index, control, proc) in pending.items():
-            sock = _connect(control, proc, deadline, log_dir / f"agent-{name}.stderr")
-            link = AgentLink(name, index, sock, proc)
-            self.links[name] = link
-            self.selector.register(sock, selectors.EVENT_READ, link)
-        for link in self.links.values():
-            self.call(link.host, "ping", timeout=max(deadline - time.monotonic(), 1.0))
+        for name, (index, sock_path, proc) in pending.items():
+            sock = _connect(sock_path, proc, deadline, log_dir / f"agent-{name}.stderr")
+            agent = AgentControl(name, index, sock, proc)
+            self.controls[name] = agent
+            self.selector.register(sock, selectors.EVENT_READ, agent)
+        for agent in self.controls.values():
+            self.call(agent.host, "ping", timeout=max(deadline - time.monotonic(), 1.0))
 
     def post(self, host: str, conn: int, peer: int, msg: int, size: int) -> None:
         """Start a message without waiting; an agent that refuses it yields a `failed` event."""
-        link = self.links[host]
-        link.unawaited[link.send("post", conn=conn, peer=peer, msg=msg, size=size)] = (conn, msg)
+        agent = self.controls[host]
+        agent.unawaited[agent.send("post", conn=conn, peer=peer, msg=msg, size=size)] = (conn, msg)
 
     def warm(self, pairs: list[tuple[str, int, int]], timeout: float = 3.0) -> bool:
         """Every path of every (host, conn, peer) carries a probe and its answer before the clock starts
@@ -115,84 +130,82 @@ class Agents:
     def sample(self, round_no: int) -> None:
         """Ask every agent for its stats without waiting; replies land in `samples[round_no]`."""
         self.samples[round_no] = {}
-        for link in self.links.values():
-            link.sampling[link.send("stats")] = round_no
+        for agent in self.controls.values():
+            agent.sampling[agent.send("stats")] = round_no
 
     def call(self, host: str, op: str, timeout: float = 10.0, **fields) -> dict:
-        link = self.links[host]
-        request_id = link.send(op, **fields)
+        agent = self.controls[host]
+        request_id = agent.send(op, **fields)
         deadline = time.monotonic() + timeout
-        while request_id not in link.replies:
+        while request_id not in agent.replies:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise AgentError(f"agent {host} did not answer {op!r} within {timeout:g}s")
             self.poll(left)
-        reply = link.replies.pop(request_id)
+        reply = agent.replies.pop(request_id)
         if not reply.get("ok"):
             raise AgentError(f"agent {host} refused {op!r}: {reply.get('error')}")
         return reply
 
     def call_all(self, op: str, timeout: float = 10.0) -> dict[str, dict]:
-        ids = {name: link.send(op) for name, link in self.links.items()}
+        ids = {name: agent.send(op) for name, agent in self.controls.items()}
         deadline = time.monotonic() + timeout
-        while any(i not in self.links[n].replies for n, i in ids.items()):
+        while any(i not in self.controls[n].replies for n, i in ids.items()):
             left = deadline - time.monotonic()
             if left <= 0:
-                slow = [n for n, i in ids.items() if i not in self.links[n].replies]
+                slow = [n for n, i in ids.items() if i not in self.controls[n].replies]
                 raise AgentError(f"agents {', '.join(slow)} did not answer {op!r} within {timeout:g}s")
             self.poll(left)
-        return {n: self.links[n].replies.pop(i) for n, i in ids.items()}
+        return {n: self.controls[n].replies.pop(i) for n, i in ids.items()}
 
     def poll(self, timeout: float) -> None:
         for key, _ in self.selector.select(max(timeout, 0.0)):
-            link: AgentLink = key.data
-            chunk = link.sock.recv(1 << 20)
+            agent: AgentControl = key.data
+            chunk = agent.sock.recv(1 << 20)
             if not chunk:
-                self.selector.unregister(link.sock)
-                raise AgentError(f"agent {link.host} exited (code {link.proc.poll()}); see its log")
-            link.buffer += chunk
-            while (newline := link.buffer.find(b"\n")) >= 0:
-                message = json.loads(link.buffer[:newline])
-                del link.buffer[:newline + 1]
+                self.selector.unregister(agent.sock)
+                raise AgentError(f"agent {agent.host} exited (code {agent.proc.poll()}); see its log")
+            agent.buffer += chunk
+            while (newline := agent.buffer.find(b"\n")) >= 0:
+                message = json.loads(agent.buffer[:newline])
+                del agent.buffer[:newline + 1]
                 if "id" in message:
                     for key, bins in message.pop("marks", {}).items():  # each reply has only what is new
                         merged = self.marks.setdefault(key, {})
                         for slot, n in bins.items():
                             merged[int(slot)] = merged.get(int(slot), 0) + n
-                    if message["id"] in link.sampling:
-                        self.samples[link.sampling.pop(message["id"])][link.host] = message
-                    elif message["id"] in link.unawaited:
-                        conn, msg = link.unawaited.pop(message["id"])
+                    if message["id"] in agent.sampling:
+                        self.samples[agent.sampling.pop(message["id"])][agent.host] = message
+                    elif message["id"] in agent.unawaited:
+                        conn, msg = agent.unawaited.pop(message["id"])
                         if not message.get("ok"):
-                            self.events.append({"event": "failed", "conn": conn, "msg": msg, "host": link.host,
+                            self.events.append({"event": "failed", "conn": conn, "msg": msg, "host": agent.host,
                                                 "reason": f"refused: {message.get('error')}"})
                     else:
-                        link.replies[message["id"]] = message
+                        agent.replies[message["id"]] = message
                 else:
-                    message["host"] = link.host
+                    message["host"] = agent.host
                     self.events.append(message)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Ask every agent to quit, then make sure by PID; safe to call twice."""
-        for link in self.links.values():
-            try:
-                link.send("quit")
-            except OSError:
-                pass
+        for agent in self.controls.values():
+            with contextlib.suppress(OSError):
+                agent.send("quit")
         deadline = time.monotonic() + timeout
-        for link in self.links.values():
+        for agent in self.controls.values():
             try:
-                link.proc.wait(max(deadline - time.monotonic(), 0.1))
+                agent.proc.wait(max(deadline - time.monotonic(), 0.1))
             except subprocess.TimeoutExpired:
-                link.proc.kill()
-                link.proc.wait()
-            if link.sock.fileno() in self.selector.get_map():
-                self.selector.unregister(link.sock)
-            link.sock.close()
-        self.links.clear()
+                agent.proc.kill()
+                agent.proc.wait()
+            if agent.sock.fileno() in self.selector.get_map():
+                self.selector.unregister(agent.sock)
+            agent.sock.close()
+        self.controls.clear()
 
     def pids(self) -> dict[int, str]:
-        return {link.proc.pid: f"agent {name}" for name, link in self.links.items()}
+        return {agent.proc.pid: f"agent {name}" for name, agent in self.controls.items()}
 
 
 def _connect(path: Path, proc: subprocess.Popen, deadline: float, log: Path) -> socket.socket:
@@ -210,3 +223,70 @@ def _connect(path: Path, proc: subprocess.Popen, deadline: float, log: Path) -> 
         if time.monotonic() > deadline:
             raise AgentError(f"agent {path.stem} did not open its control socket {path}")
         time.sleep(0.02)
+
+
+class AgentClient:
+    """One agent's control connection, blocking: each request waits for its answer."""
+
+    def __init__(self, path: str, timeout: float = 10.0) -> None:
+        """Connect to an agent's control socket, waiting up to ``timeout`` for the agent to create it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(path)
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                sock.close()
+                if time.monotonic() > deadline:
+                    raise AgentError(f"no agent listening at {path} after {timeout:g} s") from None
+                time.sleep(0.02)
+        self.sock = sock
+        self.events: list[dict] = []
+        self._buffer = b""
+        self._next_id = 0
+
+    def request(self, op: str, timeout: float = 10.0, **args) -> dict:
+        """Send one request and return its answer; AgentError if the answer is not ok."""
+        self._next_id += 1
+        request_id = self._next_id
+        self.sock.sendall(json.dumps({"id": request_id, "op": op, **args}).encode() + b"\n")
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = None
+            for message in self._read(deadline):
+                if "event" in message:
+                    self.events.append(message)
+                elif message.get("id") == request_id:
+                    reply = message
+            if reply is not None:
+                if not reply.get("ok"):
+                    raise AgentError(f"{op}: {reply.get('error')}")
+                return reply
+            if time.monotonic() > deadline:
+                raise AgentError(f"no answer to {op} within {timeout:g} s")
+
+    def wait(self, done: Callable[[list[dict]], bool], timeout: float) -> list[dict]:
+        """Read events until ``done(events)`` holds; AgentError after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while not done(self.events):
+            if time.monotonic() > deadline:
+                raise AgentError(f"events not complete after {timeout:g} s ({len(self.events)} received)")
+            self.events.extend(m for m in self._read(deadline) if "event" in m)
+        return self.events
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _read(self, deadline: float) -> list[dict]:
+        self.sock.settimeout(max(0.001, min(0.2, deadline - time.monotonic())))
+        try:
+            chunk = self.sock.recv(1 << 16)
+        except TimeoutError:
+            return []
+        if not chunk:
+            raise AgentError("agent closed the control connection")
+        self._buffer += chunk
+        *lines, self._buffer = self._buffer.split(b"\n")
+        return [json.loads(line) for line in lines if line.strip()]
+

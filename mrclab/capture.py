@@ -40,7 +40,7 @@ def ends(topology: Topology, capture: Capture) -> list[tuple[str, str]]:
     """(node, peer) of every interface to record: the interface of `node` on its cable to `peer`."""
     what = capture.interfaces
     if not isinstance(what, str):
-        return [tuple(name.split("-", 1)) for name in what]
+        return [(node, peer) for node, _, peer in (name.partition("-") for name in what)]
     host_links = [link for link in topology.links if link.kind == "host"]
     hosts = [(link.a, link.b) for link in host_links]
     switches = [(link.b, link.a) for link in host_links] + [
@@ -194,7 +194,8 @@ def rename_interface(path: Path, name: str, description: str) -> None:
             body = body[:-4]
             if kind == _IDB:
                 body = _named_idb(body, endian, name, description)
-            dst.write(struct.pack(endian + "II", kind, len(body) + 12) + body + struct.pack(endian + "I", len(body) + 12))
+            size = len(body) + 12
+            dst.write(struct.pack(endian + "II", kind, size) + body + struct.pack(endian + "I", size))
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)
 

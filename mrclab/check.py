@@ -100,8 +100,8 @@ def linux_srv6_probe() -> tuple[bool, str]:
             result = subprocess.run(cmd, input=batches.get(i), capture_output=True, text=True, timeout=5)
             if result.returncode != 0:
                 return False, f"{' '.join(cmd[:6])}: {(result.stderr.strip() or 'failed').splitlines()[-1]}"
-        result = _run(["ip", "netns", "exec", host, sys.executable, "-c", _PROBE_RECEIVE])
-        if result is None or result.stdout.strip() != "ok":
+        received = _run(["ip", "netns", "exec", host, sys.executable, "-c", _PROBE_RECEIVE])
+        if received is None or received.stdout.strip() != "ok":
             return False, "the probe router did not pass a shifted uSID packet"
         return True, "a probe router shifted and forwarded a uSID packet"
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -157,7 +157,7 @@ def ovs_packet_sndbuf() -> int | None:
     if result is None:
         return None
     lines = result.stdout.splitlines()
-    for line, following in zip(lines, lines[1:] + [""]):
+    for line, following in zip(lines, lines[1:] + [""], strict=True):
         if '"ovs-vswitchd"' in line:
             for field in (line + following).replace("(", ",").replace(")", ",").split(","):
                 if field.startswith("tb") and field[2:].isdigit():

@@ -10,6 +10,7 @@ root's alone (directory 0700, files 0600): whoever can write one can make `clean
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -69,7 +70,7 @@ class RunState:
         return path
 
     @classmethod
-    def create(cls, purpose: str = "") -> "RunState":
+    def create(cls, purpose: str = "") -> RunState:
         private_root()
         while True:
             run_id = "".join(secrets.choice(_ALPHABET) for _ in range(ID_LEN))
@@ -80,7 +81,7 @@ class RunState:
         return state
 
     @classmethod
-    def load(cls, path: Path) -> "RunState":
+    def load(cls, path: Path) -> RunState:
         return cls(**json.loads(path.read_text()))
 
     def save(self) -> None:
@@ -115,10 +116,8 @@ class RunState:
         """Unmount (which drops everything pinned in it), remove the mount point, forget it."""
         if os.path.ismount(path):
             subprocess.run(["umount", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
+        with contextlib.suppress(OSError):
             os.rmdir(path)
-        except OSError:
-            pass
         if path in self.mounts:
             self.mounts.remove(path)
             if self.path.exists():
@@ -234,7 +233,7 @@ def all_runs() -> list[RunState]:
 
 def clean_stale() -> list[str]:
     """Tear down every run whose owner is gone; live runs are left alone."""
-    removed = []
+    removed: list[str] = []
     for run in all_runs():
         if run.is_stale():
             removed.extend(f"{run.run_id}: {item}" for item in [*run.teardown(), f"record {run.path}"])

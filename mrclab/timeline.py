@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 
 from .spec import Event
 
-CLEARS = {"link_down": "link_up", "switch_down": "switch_up"}
-
 
 @dataclass(frozen=True, order=True)
 class Action:

@@ -18,16 +18,19 @@ import json
 import os
 import signal
 import sys
+from typing import NoReturn
 
 from ..addressing import Plan
+from ..routing import DEFAULT as ROUTING_DEFAULT
+from ..routing import ROUTINGS
+from ..transports import DEFAULT as TRANSPORT_DEFAULT
+from ..transports import TRANSPORTS
 from .control import ControlChannel
 from .eventlog import EventLog
 from .host import Agent
 from .loop import Reactor
 from .payload import Payloads
 
-TRANSPORTS = ("mrc", "single-path", "tcp")
-ROUTINGS = ("static-srv6", "ecmp-reconverge")
 PROG = "mrclab.agent"
 
 
@@ -36,7 +39,7 @@ class BadArguments(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage block
+    def error(self, message: str) -> NoReturn:  # one line, no usage block
         raise BadArguments(message)
 
 
@@ -47,8 +50,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--mtu", type=int, default=9000)
     parser.add_argument("--control", required=True, help="Unix socket path to serve the runner on")
     parser.add_argument("--log", required=True, help="JSON-lines event log to append to")
-    parser.add_argument("--transport", choices=TRANSPORTS, default="mrc")
-    parser.add_argument("--routing", choices=ROUTINGS, default="static-srv6")
+    parser.add_argument("--transport", choices=tuple(TRANSPORTS), default=TRANSPORT_DEFAULT)
+    parser.add_argument("--routing", choices=tuple(ROUTINGS), default=ROUTING_DEFAULT)
     parser.add_argument("--options", default="{}", help="transport options as a JSON object")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
@@ -71,13 +74,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def build_datapath(args: argparse.Namespace, payloads: Payloads, emit):
     """The datapath of ``--transport`` over ``--routing``; ValueError for options it does not take."""
-    ecmp = args.routing == "ecmp-reconverge"
-    if args.transport == "tcp":
+    ecmp = not ROUTINGS[args.routing].source_routed
+    transport = TRANSPORTS[args.transport]
+    if not transport.mrc:
         from .tcp import TcpDatapath, check_options
         check_options(args.options)
         return TcpDatapath.open(args.plan, args.host, payloads, emit, seg6_routes=not ecmp)
     from .mrc import MrcDatapath, configure, open_entropy_sockets, open_sockets
-    config = configure(args.options, args.mtu, single_path=args.transport == "single-path")
+    config = configure(args.options, args.mtu, single_path=transport.single_path)
     planes, wildcard = open_sockets(args.plan, args.host)
     entropy = open_entropy_sockets(args.plan, args.host) if ecmp else None
     return MrcDatapath(planes, wildcard, args.plan, args.host, config, payloads, emit, entropy)

@@ -20,6 +20,7 @@ listener closed.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -94,20 +95,24 @@ class ControlChannel:
         self._inbox = bytearray()
         self._outbox = bytearray()
 
-    def accept(self) -> bool:
-        """Take the runner's connection and stop listening; False if nobody was there after all."""
+    def accept(self) -> socket.socket | None:
+        """Take the runner's connection and stop listening; None if nobody was there after all."""
+        if self.listener is None:
+            return None
         try:
             peer, _ = self.listener.accept()
         except BlockingIOError:
-            return False
+            return None
         peer.setblocking(False)
         self.listener.close()
         self.listener = None
         self.peer = peer
-        return True
+        return peer
 
     def read_lines(self) -> list[bytes] | None:
         """Complete lines received so far; None once the runner has closed its end."""
+        if self.peer is None:
+            return []
         try:
             chunk = self.peer.recv(MAX_LINE)
         except BlockingIOError:
@@ -158,7 +163,5 @@ class ControlChannel:
             if sock is not None:
                 sock.close()
         self.listener = self.peer = None
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
-        except FileNotFoundError:
-            pass

@@ -13,7 +13,7 @@ FLUSH_INTERVAL = 1.0
 
 class EventLog:
     def __init__(self, path: str) -> None:
-        self._file = open(path, "a", buffering=1 << 16, encoding="utf-8")
+        self._file = open(path, "a", buffering=1 << 16, encoding="utf-8")  # noqa: SIM115  open for the agent's life
         self._flushed_at = time.monotonic()
 
     def write(self, kind: str, **fields) -> None:

@@ -23,6 +23,7 @@ class Datapath(Protocol):
     def attach(self, reactor: Reactor) -> None: ...
     def post(self, conn_id: int, peer: int, msg: int, size: int) -> None: ...
     def tick(self, now: float) -> float | None: ...
+    def warm(self, conn_id: int, peer: int) -> int: ...
     def stats(self) -> dict: ...
     def close(self) -> None: ...
 
@@ -31,11 +32,11 @@ class Agent:
     def __init__(self, host: int, reactor: Reactor, log: EventLog) -> None:
         self.host = host
         self._reactor = reactor
-        self._control: ControlChannel | None = None
+        self._control: ControlChannel  # both given by run(): the agent serves nothing before
+        self.datapath: Datapath
         self._log = log
         self._accept_deadline = time.monotonic() + ACCEPT_TIMEOUT
         self._writing = False  # watching the control socket for writability
-        self.datapath: Datapath | None = None
 
     def run(self, datapath: Datapath, control: ControlChannel) -> str:
         """Serve until stopped; the reason it stopped. The control socket must open only once the
@@ -43,7 +44,8 @@ class Agent:
         self.datapath = datapath
         self._control = control
         datapath.attach(self._reactor)
-        self._reactor.add_reader(self._control.listener, self._on_accept)
+        if control.listener is not None:
+            self._reactor.add_reader(control.listener, self._on_accept)
         reason = self._reactor.run(self._tick)
         self._log.write("stop", reason=reason, **self._stats())
         return reason
@@ -102,9 +104,10 @@ class Agent:
 
     def _on_accept(self) -> None:
         listener = self._control.listener
-        if self._control.accept():
+        peer = self._control.accept()
+        if listener is not None and peer is not None:
             self._reactor.remove_reader(listener)
-            self._reactor.add_reader(self._control.peer, self._on_control)
+            self._reactor.add_reader(peer, self._on_control)
             self._log.write("runner_connected")
             self._control.flush()
             self._watch_control_output()

@@ -13,11 +13,12 @@ interrupts a wait at once and is handled between two callbacks, never in the mid
 """
 from __future__ import annotations
 
+import contextlib
 import select
 import signal
 import socket
 import time
-from typing import Callable
+from collections.abc import Callable
 
 Callback = Callable[[], None]
 TIMER_GRANULARITY = 0.001
@@ -68,10 +69,8 @@ class Reactor:
             return
         if not mask:
             del self._masks[fd], self._fds[sock]
-            try:
+            with contextlib.suppress(OSError):  # closed already
                 self._epoll.unregister(fd)
-            except OSError:
-                pass  # closed already
             return
         self._masks[fd] = mask
         if old:
@@ -123,3 +122,15 @@ class Reactor:
                 pass
         except BlockingIOError:
             pass
+
+
+class Attached:
+    """What a datapath does with the loop it is attached to, before which it has no sockets to watch."""
+
+    _reactor: Reactor | None = None
+
+    @property
+    def reactor(self) -> Reactor:
+        if self._reactor is None:
+            raise RuntimeError("the datapath is not attached to a loop")
+        return self._reactor

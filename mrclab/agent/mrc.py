@@ -38,19 +38,28 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import functools
 import heapq
 import socket
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from ..addressing import HOST_BASE, Plan, decode
-from ..transport import (Connection, EvState, EvStateChanged, MessageCompleted, MessageDelivered, MessageFailed,
-                         TransportConfig, WireError)
+from ..transport import (
+    Connection,
+    EvState,
+    EvStateChanged,
+    MessageCompleted,
+    MessageDelivered,
+    MessageFailed,
+    TransportConfig,
+    WireError,
+)
 from ..transport.config import for_mtu
 from ..transport.wire import MRC_UDP_PORT, peek_conn_id
 from .ecmp import flow_hash
-from .loop import TIMER_GRANULARITY, Reactor
+from .loop import TIMER_GRANULARITY, Attached, Reactor
 from .payload import Payloads
 
 RECV_BATCH = 64
@@ -101,7 +110,7 @@ def _udp_socket(address: tuple, sndbuf: int | None) -> socket.socket:
     return sock
 
 
-class _Link:
+class _Peer:
     """One connection with one peer, and what the datapath keeps beside it."""
 
     __slots__ = ("peer", "conn", "evs", "addrs", "timer", "queued", "sending", "recovery")
@@ -117,7 +126,7 @@ class _Link:
         self.recovery = (0, 0, 0)  # RECOVERY_KEYS as last seen
 
 
-class MrcDatapath:
+class MrcDatapath(Attached):
     """With `entropy` (ECMP routing: [plane][entropy] sending sockets), EVs become (plane, entropy) and
     packets go to host addresses; without it, EVs are uSID paths sent through the plane sockets."""
 
@@ -137,17 +146,16 @@ class MrcDatapath:
         self._emit = emit
         paths = plan.paths_per_pair
         self._ev_pool = list(range(-(-config.ev_count // paths) * paths))  # every path equally often
-        self._links: dict[tuple[int, int], _Link] = {}
+        self._peers: dict[tuple[int, int], _Peer] = {}
         self._sources: dict[str, int] = {}  # source address -> peer host, -1 for a stranger
-        self._dirty: list[_Link] = []
-        self._timers: list[tuple[float, int, _Link]] = []
+        self._dirty: list[_Peer] = []
+        self._timers: list[tuple[float, int, _Peer]] = []
         self._timer_seq = 0
         self._backlogs: dict[socket.socket, deque] = {sock: deque() for sock in senders}  # (address, datagram)
         self._blocked = 0  # backlogs holding datagrams
-        self._starved: list[_Link] = []  # links not flushed while a backlog was blocked
+        self._starved: list[_Peer] = []  # peers not flushed while a backlog was blocked
         self._retry_at: float | None = None
-        self._busy: set[_Link] = set()  # links with messages in flight: they share the host's pacing rate
-        self._reactor: Reactor | None = None
+        self._busy: set[_Peer] = set()  # peers with messages in flight: they share the host's pacing rate
         self._marks: dict[str, dict[int, int]] = {key: {} for key in RECOVERY_KEYS}
         self.counters = dict(messages_sent=0, bytes_sent=0, bytes_verified=0, verify_failures=0,
                              send_retries=0, socket_errors=0, strangers=0)
@@ -155,7 +163,7 @@ class MrcDatapath:
     def attach(self, reactor: Reactor) -> None:
         self._reactor = reactor
         for sock in self._sockets:
-            reactor.add_reader(sock, lambda sock=sock: self.on_readable(sock))
+            reactor.add_reader(sock, functools.partial(self.on_readable, sock))
 
     # -- application side ------------------------------------------------------------------------
 
@@ -164,22 +172,22 @@ class MrcDatapath:
         self._plan.check_peer(self._host, peer)
         if size > self._config.max_message:
             raise ValueError(f"message of {size} bytes exceeds max_message {self._config.max_message}")
-        link = self._link(peer, conn_id)
-        link.conn.send_message(msg, self._payloads.message(self._host, peer, msg, size))
-        link.sending = True
-        if link not in self._busy:
-            self._busy.add(link)
+        p = self._peer_of(peer, conn_id)
+        p.conn.send_message(msg, self._payloads.message(self._host, peer, msg, size))
+        p.sending = True
+        if p not in self._busy:
+            self._busy.add(p)
             self._share_pacing()
         self.counters["messages_sent"] += 1
         self.counters["bytes_sent"] += size
-        self._mark(link)
+        self._mark(p)
 
     def warm(self, conn_id: int, peer: int) -> int:
         """One probe down every path to ``peer`` (see ``Connection.warm``); how many."""
         self._plan.check_peer(self._host, peer)
-        link = self._link(peer, conn_id)
-        self._mark(link)
-        return link.conn.warm()
+        p = self._peer_of(peer, conn_id)
+        self._mark(p)
+        return p.conn.warm()
 
     # -- network side --------------------------------------------------------------------------------
 
@@ -187,7 +195,7 @@ class MrcDatapath:
         now = time.monotonic()
         recv = sock.recvfrom
         sources = self._sources
-        links = self._links
+        peers = self._peers
         dirty = self._dirty
         for _ in range(RECV_BATCH):
             try:
@@ -207,23 +215,23 @@ class MrcDatapath:
             if peer < 0:
                 self.counters["strangers"] += 1
                 continue
-            link = links.get(key)
-            if link is None:
-                link = self._link(*key)
-            link.conn.receive(data, None, now)
-            if not link.queued:
-                link.queued = True
-                dirty.append(link)
+            p = peers.get(key)
+            if p is None:
+                p = self._peer_of(*key)
+            p.conn.receive(data, None, now)
+            if not p.queued:
+                p.queued = True
+                dirty.append(p)
 
     def tick(self, now: float) -> float | None:
         """Fire due timers, send what the connections have, report their events; the next deadline."""
         timers = self._timers
         while timers and timers[0][0] <= now:
-            due, _, link = heapq.heappop(timers)
-            if link.timer == due:
-                link.timer = None
-                link.conn.on_timer(now)
-                self._mark(link)
+            due, _, p = heapq.heappop(timers)
+            if p.timer == due:
+                p.timer = None
+                p.conn.on_timer(now)
+                self._mark(p)
         if self._retry_at is not None and now >= self._retry_at:
             self._retry_at = None
             for sock in self._backlogs:
@@ -239,36 +247,36 @@ class MrcDatapath:
         if not dirty:
             return
         self._dirty = []
-        for link in dirty:
-            link.queued = False
-            conn = link.conn
+        for p in dirty:
+            p.queued = False
+            conn = p.conn
             if self._blocked:
-                self._starved.append(link)
+                self._starved.append(p)
             else:
                 out = conn.datagrams_to_send(now)
                 if out:
-                    self._send(link, out)
+                    self._send(p, out)
             events = conn.pop_events()
             if events:
-                self._dispatch(link, events)
+                self._dispatch(p, events)
             c = conn.counters
             seen = (c.trimmed, c.retransmitted, c.timeouts)
-            if seen != link.recovery:
-                self._note_recovery(link, seen, now)
+            if seen != p.recovery:
+                self._note_recovery(p, seen, now)
             timer = conn.next_timer()
-            if timer != link.timer:
-                link.timer = timer
+            if timer != p.timer:
+                p.timer = timer
                 if timer is not None:
                     self._timer_seq += 1
-                    heapq.heappush(self._timers, (timer, self._timer_seq, link))
+                    heapq.heappush(self._timers, (timer, self._timer_seq, p))
 
-    def _send(self, link: _Link, out: list) -> None:
-        routes = link.addrs
+    def _send(self, p: _Peer, out: list) -> None:
+        routes = p.addrs
         backlogs = self._backlogs
         for ev, datagram in out:
             route = routes.get(ev)
             if route is None:
-                route = self._route(link, ev)
+                route = self._route(p, ev)
             sock, addr = route
             if self._blocked and backlogs[sock]:
                 backlogs[sock].append((addr, datagram))  # keep the plane's order
@@ -298,8 +306,8 @@ class MrcDatapath:
             backlog.popleft()
         self._blocked -= 1
         if not self._blocked:
-            for link in self._starved:
-                self._mark(link)
+            for p in self._starved:
+                self._mark(p)
             self._starved.clear()
 
     def _full(self, sock: socket.socket, err: OSError) -> bool:
@@ -307,7 +315,7 @@ class MrcDatapath:
         of the send buffer is used up; retried when writable) or a qdisc refused it (``ENOBUFS``;
         retried after ``ENOBUFS_RETRY``). Any other error is counted and answered with False."""
         if isinstance(err, BlockingIOError):
-            self._reactor.add_writer(sock, lambda: self._on_writable(sock))
+            self.reactor.add_writer(sock, lambda: self._on_writable(sock))
         elif err.errno == errno.ENOBUFS:
             if self._retry_at is None:
                 self._retry_at = time.monotonic() + ENOBUFS_RETRY
@@ -326,7 +334,7 @@ class MrcDatapath:
             self.counters["socket_errors"] += 1
 
     def _on_writable(self, sock: socket.socket) -> None:
-        self._reactor.remove_writer(sock)
+        self.reactor.remove_writer(sock)
         self._send_backlog(sock)
 
     def _socket_error(self, sock: socket.socket, err: OSError) -> None:
@@ -340,8 +348,8 @@ class MrcDatapath:
 
     # -- events and state --------------------------------------------------------------------------
 
-    def _dispatch(self, link: _Link, events: list) -> None:
-        conn_id, peer = link.conn.conn_id, link.peer
+    def _dispatch(self, p: _Peer, events: list) -> None:
+        conn_id, peer = p.conn.conn_id, p.peer
         for event in events:
             kind = event.__class__
             if kind is EvStateChanged:
@@ -355,24 +363,24 @@ class MrcDatapath:
             elif kind is MessageFailed:
                 self._emit({"event": "failed", "conn": conn_id, "peer": peer, "msg": event.msg_id,
                             "reason": event.reason, "t": time.monotonic()})
-        if link in self._busy and not link.conn.busy:
-            self._busy.discard(link)
+        if p in self._busy and not p.conn.busy:
+            self._busy.discard(p)
             self._share_pacing()
 
-    def _note_recovery(self, link: _Link, seen: tuple, now: float) -> None:
+    def _note_recovery(self, p: _Peer, seen: tuple, now: float) -> None:
         slot = int(now / MARK_BIN_S)
-        for key, new, old in zip(RECOVERY_KEYS, seen, link.recovery):
+        for key, new, old in zip(RECOVERY_KEYS, seen, p.recovery, strict=True):
             if new != old:
                 bins = self._marks[key]
                 bins[slot] = bins.get(slot, 0) + new - old
-        link.recovery = seen
+        p.recovery = seen
 
     def _share_pacing(self) -> None:
         """The pacing rate is the host's line rate: connections sending at once split it evenly, as a
         NIC's scheduler would, so that together they never outrun the NICs into the host backlog."""
         share = 1.0 / max(1, len(self._busy))
-        for link in self._busy:
-            link.conn.set_pace_share(share)
+        for p in self._busy:
+            p.conn.set_pace_share(share)
 
     def _delivered(self, conn_id: int, peer: int, msg: int, data: bytearray) -> None:
         verified = self._payloads.matches(peer, self._host, msg, data)
@@ -395,15 +403,15 @@ class MrcDatapath:
         ev_sent: dict[str, dict[str, int]] = {}  # peer -> EV -> DATA packets, over connections
         rtts = []
         hist: dict[int, int] = {}
-        for link in self._links.values():
-            conn = link.conn
+        for p in self._peers.values():
+            conn = p.conn
             for name, value in conn.counters.as_dict().items():
                 totals[name] = totals.get(name, 0) + value
-            if not link.sending:
+            if not p.sending:
                 continue
-            per_ev = last_send.setdefault(str(link.peer), {})
-            sent = ev_sent.setdefault(str(link.peer), {})
-            for ev in link.evs:
+            per_ev = last_send.setdefault(str(p.peer), {})
+            sent = ev_sent.setdefault(str(p.peer), {})
+            for ev in p.evs:
                 ev_states[conn.ev_state(ev).name] += 1
                 t = conn.ev_last_send(ev)
                 if t is not None and t > per_ev.get(str(ev), 0.0):
@@ -434,7 +442,8 @@ class MrcDatapath:
                                 + own["verify_failures"]),
             "wire_payload_bytes": totals.get("bytes_sent", 0),
         }
-        for name in ("lost", "ev_retired", "ev_restored", "paths_retired", "paths_restored", "retirements_undone",
+        for name in ("sacks", "lost", "ev_retired", "ev_restored", "paths_retired", "paths_restored",
+                     "retirements_undone",
                      "paths_held", "skips", "duplicates", "malformed", "digest_failures"):
             counters[name] = totals.get(name, 0)
         for name in ("verify_failures", "send_retries", "socket_errors", "strangers"):
@@ -454,14 +463,14 @@ class MrcDatapath:
 
     # -- internals -------------------------------------------------------------------------------------
 
-    def _link(self, peer: int, conn_id: int) -> _Link:
+    def _peer_of(self, peer: int, conn_id: int) -> _Peer:
         key = (peer, conn_id)
-        link = self._links.get(key)
-        if link is None:
+        p = self._peers.get(key)
+        if p is None:
             evs = self._evs_for(peer, conn_id)
             conn = Connection(conn_id, evs, self._plane_of, self._config, self.ev_path)
-            link = self._links[key] = _Link(peer, conn, evs)
-        return link
+            p = self._peers[key] = _Peer(peer, conn, evs)
+        return p
 
     def _evs_for(self, peer: int, conn_id: int) -> list[int]:
         """Every EV of the pool; in single-path mode the one a flow hash of (src, dst, conn) picks."""
@@ -473,15 +482,15 @@ class MrcDatapath:
     def _plane_of(self, ev: int) -> int:
         return self._plan.ev_path(ev)[0]
 
-    def _route(self, link: _Link, ev: int) -> tuple[socket.socket, tuple]:
-        """The sending socket and the destination of one EV towards the link's peer: the plane socket and the
+    def _route(self, p: _Peer, ev: int) -> tuple[socket.socket, tuple]:
+        """The sending socket and the destination of one EV towards the peer: the plane socket and the
         uSID path, or (ECMP) the EV's entropy socket and the peer's host address."""
         plane, spine = self._plan.ev_path(ev)
         if self._entropy is None:
-            sock, address = self._planes[plane], self._plan.ev_address(self._host, link.peer, ev)
+            sock, address = self._planes[plane], self._plan.ev_address(self._host, p.peer, ev)
         else:
-            sock, address = self._entropy[plane][spine], self._plan.host_address(plane, link.peer)
-        route = link.addrs[ev] = (sock, (str(address), MRC_UDP_PORT, 0, 0))
+            sock, address = self._entropy[plane][spine], self._plan.host_address(plane, p.peer)
+        route = p.addrs[ev] = (sock, (str(address), MRC_UDP_PORT, 0, 0))
         return route
 
     def _learn_source(self, address: str) -> int:
@@ -497,10 +506,10 @@ class MrcDatapath:
         self._sources[address] = peer
         return peer
 
-    def _mark(self, link: _Link) -> None:
-        if not link.queued:
-            link.queued = True
-            self._dirty.append(link)
+    def _mark(self, p: _Peer) -> None:
+        if not p.queued:
+            p.queued = True
+            self._dirty.append(p)
 
 
 def configure(options: dict, mtu: int, single_path: bool) -> TransportConfig:

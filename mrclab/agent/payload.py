@@ -47,7 +47,7 @@ class Payloads:
         out = np.empty(words, dtype=self._pool.dtype)
         for tile, key, pool in self._tiles(src, dst, msg, words):
             np.bitwise_xor(pool, key, out=out[tile:tile + len(pool)])
-        view = memoryview(out).cast("B")[:size]
+        view = memoryview(out.data).cast("B")[:size]
         return view.toreadonly()
 
     def matches(self, src: int, dst: int, msg: int, data: bytes | bytearray | memoryview) -> bool:

@@ -22,6 +22,7 @@ the replies of connections the peer opened on its own hashed plane) take the sam
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 from pathlib import Path
@@ -100,10 +101,8 @@ class HostRoutes:
             self._batch("del", self._routes, check=False)
             self._routes = []
         for path, value in self._sysctls.items():
-            try:
+            with contextlib.suppress(OSError):  # the interface went away with its namespace
                 path.write_text(value)
-            except OSError:
-                pass  # the interface went away with its namespace
         self._sysctls.clear()
 
     @staticmethod

@@ -8,7 +8,7 @@ the connection's 5-tuple onto a spine, so no host routes are installed), port
 
     kind u8 (MSG=1, ACK=2)   3 bytes 0   conn u32   msg u32   length u64   digest u64
 
-The receiver checks the digest (the transport's blake2b-64) and every byte against the
+The receiver checks the digest (the transport's XXH3-64) and every byte against the
 regenerated payload, emits ``delivered`` and answers an ACK frame on the same
 connection; the sender emits ``completed`` when that ACK arrives. A connection that
 breaks fails the messages it still owed an ACK for; the next ``post`` opens a new one.
@@ -21,15 +21,16 @@ bytes are written to the socket.
 from __future__ import annotations
 
 import errno
+import functools
 import socket
 import struct
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from ..addressing import HOST_BASE, Plan, decode
 from ..transport.wire import message_digest
-from .loop import Reactor
+from .loop import Attached, Reactor
 from .payload import Payloads
 from .seg6 import HostRoutes, tcp_ev, tcp_path
 
@@ -76,7 +77,7 @@ class _Stream:
         self.body_got = 0
 
 
-class TcpDatapath:
+class TcpDatapath(Attached):
     def __init__(self, listener: socket.socket, routes: HostRoutes | None, plan: Plan, host: int,
                  payloads: Payloads, emit: Emit) -> None:
         self._listener = listener
@@ -85,7 +86,6 @@ class TcpDatapath:
         self._host = host
         self._payloads = payloads
         self._emit = emit
-        self._reactor: Reactor | None = None
         self._outbound: dict[int, _Stream] = {}
         self._inbound: set[_Stream] = set()
         self._last_send: dict[int, float] = {}
@@ -184,8 +184,8 @@ class TcpDatapath:
             raise OSError(err, f"connect to host {peer}: {errno.errorcode.get(err, err)}")
         stream = self._outbound[peer] = _Stream(sock, peer, outbound=True)
         self.counters["connections"] += 1
-        self._reactor.add_reader(sock, lambda: self._on_readable(stream))
-        self._reactor.add_writer(sock, lambda: self._on_writable(stream))
+        self.reactor.add_reader(sock, lambda: self._on_readable(stream))
+        self.reactor.add_writer(sock, lambda: self._on_writable(stream))
         return stream
 
     def _on_accept(self) -> None:
@@ -206,7 +206,7 @@ class TcpDatapath:
             stream = _Stream(sock, peer, outbound=False)
             self._inbound.add(stream)
             # bound now: one call may accept several connections, each reader must keep its own stream
-            self._reactor.add_reader(sock, lambda stream=stream: self._on_readable(stream))
+            self.reactor.add_reader(sock, functools.partial(self._on_readable, stream))
 
     @staticmethod
     def _tune(sock: socket.socket) -> None:
@@ -217,8 +217,8 @@ class TcpDatapath:
 
     def _drop(self, stream: _Stream, reason: str | None = None) -> None:
         """Close a connection; with a ``reason``, fail every message it still owed an ACK for."""
-        self._reactor.remove_reader(stream.sock)
-        self._reactor.remove_writer(stream.sock)
+        self.reactor.remove_reader(stream.sock)
+        self.reactor.remove_writer(stream.sock)
         if stream.outbound and stream.connected:
             r, s, _ = _tcp_info(stream.sock)
             self._closed_info[0] += r
@@ -238,7 +238,7 @@ class TcpDatapath:
 
     # -- bytes out ---------------------------------------------------------------------------------------
 
-    def _write(self, stream: _Stream, *chunks: bytes) -> None:
+    def _write(self, stream: _Stream, *chunks: bytes | memoryview) -> None:
         stream.queue.extend(memoryview(c) for c in chunks if c)
         if stream.connected:
             self._on_writable(stream)
@@ -270,9 +270,9 @@ class TcpDatapath:
         if sent_any and stream.outbound:  # outbound streams carry only messages (ACKs go back on inbound ones)
             self._last_send[stream.peer] = time.monotonic()
         if queue:
-            self._reactor.add_writer(sock, lambda: self._on_writable(stream))
+            self.reactor.add_writer(sock, lambda: self._on_writable(stream))
         else:
-            self._reactor.remove_writer(sock)
+            self.reactor.remove_writer(sock)
 
     # -- bytes in ------------------------------------------------------------------------------------------
 
@@ -280,7 +280,7 @@ class TcpDatapath:
         sock = stream.sock
         for _ in range(READ_BURST):
             try:
-                if stream.body is None:
+                if stream.body_view is None:
                     got = sock.recv_into(stream.header_view[stream.header_got:])
                 else:
                     got = sock.recv_into(stream.body_view[stream.body_got:])
@@ -323,6 +323,7 @@ class TcpDatapath:
         return True
 
     def _on_message(self, stream: _Stream) -> None:
+        assert stream.frame is not None and stream.body is not None, "called once a body is complete"
         conn, msg, length, digest = stream.frame
         data = stream.body
         stream.frame = stream.body = stream.body_view = None

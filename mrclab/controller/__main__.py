@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import logging
 
-APPS = {"static_srv6": "mrclab.controller.static_srv6", "ecmp_reconverge": "mrclab.controller.ecmp_reconverge"}
+from ..routing import APPS, DEFAULT, ROUTINGS
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m mrclab.controller")
-    parser.add_argument("--app", choices=sorted(APPS), default="static_srv6")
+    parser.add_argument("--app", choices=sorted(APPS), default=ROUTINGS[DEFAULT].app)
     parser.add_argument("--datapath", choices=("ovs", "linux"), default="ovs")
     parser.add_argument("--port", type=int, help="OpenFlow port on 127.0.0.1 (ovs)")
     parser.add_argument("--netns", help="JSON file: switch -> pid of a process in its network namespace (linux)")
@@ -51,7 +51,7 @@ def main() -> None:
                        ("mrclab_layout", args.layout), ("mrclab_stats", args.stats),
                        ("mrclab_convergence_delay", args.convergence_delay)):
         cfg.CONF.set_override(key, value)
-    AppManager.run_apps([APPS[args.app], "os_ken.controller.ofp_handler"])
+    AppManager.run_apps([f"mrclab.controller.{args.app}", "os_ken.controller.ofp_handler"])
 
 
 def _serve_on(fd: int, port: int) -> None:

@@ -31,11 +31,11 @@ entries that differ between two such sets (so only the affected leaves are touch
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..addressing import Plan, host_usid
 from ..fabric.layout import Layout
-from ..spec.topology import parse_node
+from ..spec.topology import node_parts
 from .flows import COOKIE_FORWARD, COOKIE_MISS, PRIORITY_MISS, PRIORITY_ROUTE, Flow, _ipv6_match
 
 SLOTS_PER_SPINE = 4
@@ -60,7 +60,7 @@ def dead_links(layout: Layout, down_ports: Iterable[tuple[str, str]], disconnect
         if switch.kind != "leaf":
             continue
         for peer in switch.ports:
-            if parse_node(peer)[0] == "spine" and ({(name, peer), (peer, name)} & down or {name, peer} & gone):
+            if node_parts(peer)[0] == "spine" and ({(name, peer), (peer, name)} & down or {name, peer} & gone):
                 dead.add((name, peer))
     return frozenset(dead)
 
@@ -69,8 +69,9 @@ def members(uplinks: list[int], live: list[bool]) -> Members:
     """The slot -> port table of one destination: slot s belongs to spine ``s % spines`` while that spine
     is live; the slots of dead spines go round-robin to the live ones."""
     spines = len(uplinks)
-    alive = [port for port, ok in zip(uplinks, live) if ok]
-    table, handed = [], 0
+    alive = [port for port, ok in zip(uplinks, live, strict=True) if ok]
+    table: list[int | None] = []
+    handed = 0
     for slot in range(SLOTS_PER_SPINE * spines):
         if live[slot % spines]:
             table.append(uplinks[slot % spines])
@@ -86,7 +87,7 @@ def spine_liveness(layout: Layout, leaf: str, dead: DeadLinks) -> dict[int, list
     """Destination leaf index -> (spine, whether `leaf` still reaches that leaf through it), in spine
     order, for every other leaf of `leaf`'s plane."""
     plan = plan_of(layout)
-    _, plane, own = parse_node(leaf)
+    _, plane, own = node_parts(leaf)
     spines = [f"p{plane}s{i}" for i in range(plan.spines)]
     return {remote: [(s, (leaf, s) not in dead and (f"p{plane}l{remote}", s) not in dead) for s in spines]
             for remote in range(plan.leaves) if remote != own}
@@ -113,7 +114,7 @@ def member_flow(remote: int, slot: int, port: int | None) -> Flow:
 def entries_for(layout: Layout, switch: str, dead: DeadLinks = frozenset()) -> list[Flow]:
     """Every flow of `switch` for the given dead links."""
     plan = plan_of(layout)
-    kind, plane, index = parse_node(switch)
+    kind, plane, index = node_parts(switch)
     ports = layout.switches[switch].ports
     slots = SLOTS_PER_SPINE * plan.spines
     flows = []
@@ -121,6 +122,7 @@ def entries_for(layout: Layout, switch: str, dead: DeadLinks = frozenset()) -> l
         match = _ipv6_match(plane, host_usid(host))
         leaf = plan.leaf_of(host)
         goto = None
+        actions: tuple[tuple, ...]
         if kind == "spine":
             actions = (("dec_ttl",), ("output", ports[f"p{plane}l{leaf}"].number))
         elif leaf == index:
@@ -142,7 +144,7 @@ def reprogram(layout: Layout, before: DeadLinks, after: DeadLinks) -> dict[str, 
 
     Only the leaves of planes whose dead links changed are looked at; spines never change
     (a spine's only route to a host is through that host's leaf)."""
-    planes = {parse_node(leaf)[1] for leaf, _ in before ^ after}
+    planes = {node_parts(leaf)[1] for leaf, _ in before ^ after}
     changes = {}
     for name, switch in sorted(layout.switches.items()):
         if switch.kind != "leaf" or switch.plane not in planes:

@@ -69,7 +69,9 @@ class EcmpReconverge(FabricApp):
         msg = ev.msg
         dp, ofproto, port = msg.datapath, msg.datapath.ofproto, msg.desc
         switch = self.by_dpid.get(dp.id)
-        peer = self.peers.get((switch.name, port.port_no)) if switch else None
+        if switch is None:
+            return
+        peer = self.peers.get((switch.name, port.port_no))
         if peer is None:
             return
         down = (msg.reason == ofproto.OFPPR_DELETE or port.state & ofproto.OFPPS_LINK_DOWN

@@ -16,12 +16,13 @@ on link state, which is the point of static source routing.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ..addressing import host_usid, leaf_usid, spine_usid, usid_prefix
 from ..fabric.layout import Port
-from ..spec.topology import parse_node
+from ..spec.topology import node_parts
 
 ETH_TYPE_IPV6 = 0x86DD
 IN_PORT = "in_port"
@@ -103,11 +104,11 @@ def _ipv6_match(plane: int, usid: int) -> tuple[tuple[str, Any], ...]:
 
 def flows_for(switch: str, ports: Mapping[str, Port]) -> list[Flow]:
     """Every flow of `switch` (SPEC name), given its port map (neighbour SPEC name -> Port)."""
-    kind, plane, index = parse_node(switch)
+    kind, plane, index = node_parts(switch)
     own = leaf_usid(index) if kind == "leaf" else spine_usid(index)
     flows = [Flow(0, PRIORITY_ROUTE, COOKIE_SHIFT, _ipv6_match(plane, own), SHIFT_ACTIONS, goto=1)]
     for peer, port in sorted(ports.items(), key=lambda item: item[1].number):
-        peer_kind, _, peer_index = parse_node(peer)
+        peer_kind, _, peer_index = node_parts(peer)
         if peer_kind == "host":
             flows.append(Flow(1, PRIORITY_ROUTE, COOKIE_FORWARD, _ipv6_match(plane, host_usid(peer_index)),
                               (("set_field", "eth_dst", port.peer_mac), ("output", port.number))))

@@ -34,9 +34,11 @@ import socket
 import struct
 import time
 from pathlib import Path
+from typing import Any
 
 from ..fabric.layout import Layout
 from ..netns import entered, ip_batches
+from ..routing import APPS
 from . import ecmp_flows, stats
 from .routes import Route, ecmp_routes, reroute, static_routes
 
@@ -101,14 +103,16 @@ class KernelController:
     def __init__(self, layout: Layout, netns: dict[str, int], app: str, stats_path: Path,
                  convergence_delay: float) -> None:
         self.layout, self.netns, self.app, self.stats_path = layout, netns, app, stats_path
-        self.ecmp = app == "ecmp_reconverge"
+        self.ecmp = not APPS[app].source_routed
         self.delay = convergence_delay
-        self.doc = {"app": app, "datapath": "linux", "pid": os.getpid(),
-                    "switches": {name: {"programmed": False, "routes": 0} for name in layout.switches},
-                    "flow_mods_boot": 0, "flow_mods_after_boot": 0, "route_changes": [], "monitor_overruns": 0}
+        self.doc: dict[str, Any] = {
+            "app": app, "datapath": "linux", "pid": os.getpid(),
+            "switches": {name: {"programmed": False, "routes": 0} for name in layout.switches},
+            "flow_mods_boot": 0, "flow_mods_after_boot": 0, "route_changes": [], "monitor_overruns": 0}
         if self.ecmp:
             self.doc.update(convergence_delay_s=self.delay, reconvergences=[])
-        self.ports = {(name, port.ifname): peer for name, s in layout.switches.items() for peer, port in s.ports.items()}
+        self.ports = {(name, port.ifname): peer
+                      for name, s in layout.switches.items() for peer, port in s.ports.items()}
         self.down_ports: set[tuple[str, str]] = set()
         self.seen = self.applied = ecmp_flows.dead_links(layout, (), ())
         self.timers: list = []  # (due, order, trigger, trigger_t, dead links): reconvergences to come

@@ -19,6 +19,7 @@ from typing import Any
 from .. import lifeline
 from ..errors import MrclabError
 from ..fabric.layout import Layout
+from ..routing import DEFAULT, ROUTINGS
 from ..runstate import RunState
 from . import stats
 
@@ -37,7 +38,7 @@ def listening_socket() -> socket.socket:
 class Controller:
     """One controller process for one run; its files live in `directory`."""
 
-    def __init__(self, state: RunState, layout: Layout, directory: Path, app: str = "static_srv6",
+    def __init__(self, state: RunState, layout: Layout, directory: Path, app: str = ROUTINGS[DEFAULT].app,
                  convergence_delay: float = 2.0, *, datapath: str = "ovs", netns: dict[str, int] | None = None) -> None:
         """`datapath` "ovs": an os-ken app on an OpenFlow port of 127.0.0.1; "linux": the kernel route
         controller, reaching each router through `netns` (switch -> pid of a process in its namespace)."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ..addressing import host_usid, leaf_usid, spine_usid, usid_prefix
 from ..fabric.layout import GATEWAY_IP, Layout, Port, SwitchLayout
-from ..spec.topology import parse_node
+from ..spec.topology import node_parts
 from .ecmp_flows import DeadLinks, live_spines, plan_of
 
 END = "encap seg6local action End flavors next-csid lblen 32 nflen 16 count"
@@ -59,7 +59,7 @@ def static_routes(switch: SwitchLayout, anchor: str) -> list[Route]:
     """Every route of `switch` under static SRv6: its End, then one per neighbour."""
     routes = [Route(_prefix(switch.plane, _own_usid(switch)), end_on=anchor)]
     for peer, port in sorted(switch.ports.items(), key=lambda item: item[1].number):
-        kind, _, index = parse_node(peer)
+        kind, _, index = node_parts(peer)
         usid = {"host": host_usid, "spine": spine_usid, "leaf": leaf_usid}[kind](index)
         routes.append(Route(_prefix(switch.plane, usid), (port.ifname,)))
     return routes

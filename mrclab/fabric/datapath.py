@@ -13,8 +13,9 @@ fabric of any size on 2 cores.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .. import check
 from .egress import CSUM_CARRIER, CSUM_FINAL

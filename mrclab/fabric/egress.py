@@ -185,7 +185,7 @@ class Egress:
             self.close()
             raise
 
-    def __enter__(self) -> "Egress":
+    def __enter__(self) -> Egress:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -194,12 +194,14 @@ class Egress:
     def attach(self, ifname: str, rate_bps: int, queue_bytes: int, mtu: int, trim: bool,
                netns_pid: int | None = None, *, csum_mode: int = CSUM_CARRIER) -> None:
         """Shape ``ifname`` (in ``netns_pid``'s network namespace, else the root one) and run the program on it."""
-        port = self._ports.get(ifname)
-        first = port is None
-        if first:
+        known = self._ports.get(ifname)
+        first = known is None
+        if known is None:
             if len(self._ports) >= MAX_PORTS - 1:
                 raise RuntimeError(f"more than {MAX_PORTS - 1} egress ports in one run")
             port = _Port(len(self._ports) + 1, netns_pid, rate_bps, rate_bps, mtu, _Cfg())
+        else:
+            port = known
         port.netns_pid, port.rate_bps, port.current_rate_bps, port.mtu = netns_pid, rate_bps, rate_bps, mtu
         port.cfg.rate_bytes_per_s, port.cfg.queue_bytes, port.cfg.trim = rate_bps // 8, queue_bytes, int(trim)
         port.cfg.mtu = min(mtu + 14, 0xFFFF)  # a frame: the MTU plus its Ethernet header

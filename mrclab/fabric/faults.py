@@ -15,6 +15,7 @@ import subprocess
 import time
 from typing import Any
 
+from ..actions import ACTIONS, mends_cut
 from ..netns import ip_batches
 from ..spec.topology import Link, Topology
 from . import ovs
@@ -75,7 +76,7 @@ class Faults:
               rate_bps: float | None = None) -> float:
         """A scenario event by its SPEC action name, with its setting (`loss_probability` for loss, `rate_bps` for
         rate). Returns the monotonic time the fabric changed, which `avoid_s` and `revive_s` count from."""
-        if action in ("link_down", "link_up", "switch_down", "switch_up"):
+        if ACTIONS[action].cuts or mends_cut(action):  # a cable says when it changed
             return getattr(self, action)(target)
         t = time.monotonic()
         if action == "loss":

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..spec.topology import Topology, parse_node
+from ..spec.topology import Topology, node_parts
 
 IFNAMSIZ = 15
 GROUP_BASE = 0x6D000000  # "m" and 24 bits of run id: no other software uses these device groups
@@ -61,15 +61,15 @@ class SwitchLayout:
 
     @property
     def kind(self) -> str:
-        return parse_node(self.name)[0]
+        return node_parts(self.name)[0]
 
     @property
     def plane(self) -> int:
-        return parse_node(self.name)[1]
+        return node_parts(self.name)[1]
 
     @property
     def index(self) -> int:
-        return parse_node(self.name)[2]
+        return node_parts(self.name)[2]
 
     @property
     def anchor(self) -> str:
@@ -137,7 +137,7 @@ class Layout:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Layout":
+    def from_dict(cls, data: dict[str, Any]) -> Layout:
         switches = {name: SwitchLayout(s["name"], s["bridge"], s["dpid"],
                                        {peer: Port(**p) for peer, p in s["ports"].items()})
                     for name, s in data["switches"].items()}
@@ -166,7 +166,7 @@ def build(topology: Topology, prefix: str, split_cables: bool = False) -> Layout
     """The layout of `topology` for the run whose names start with `prefix`."""
     t, plan = topology, topology.plan
     ports: dict[str, dict[str, Port]] = {name: {} for name in t.switch_names}
-    dpids = {name: dpid(*parse_node(name)) for name in t.switch_names}
+    dpids = {name: dpid(*node_parts(name)) for name in t.switch_names}
     hosts = {}
     for n in range(t.hosts):
         leaf_index, local = plan.leaf_of(n), n % t.hosts_per_leaf

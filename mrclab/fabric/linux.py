@@ -112,7 +112,7 @@ class LinuxRouters:
             node = Host(switch.bridge, inNamespace=True)
             self.nodes[name] = node
             self.fabric.state.add_process(node.pid, f"router {name}")
-        ecmp = self.fabric.routing == "ecmp-reconverge"
+        ecmp = not self.fabric.routing.source_routed
         check_outputs(in_parallel({node: namespace_script(ecmp, self.fabric.seed) for node in self.nodes.values()}))
 
     def cable(self) -> None:
@@ -143,7 +143,8 @@ class LinuxRouters:
         for entry in os.scandir("/proc"):
             if entry.name.isdigit():
                 try:
-                    comm = open(f"/proc/{entry.name}/comm").read().strip()
+                    with open(f"/proc/{entry.name}/comm") as f:
+                        comm = f.read().strip()
                 except OSError:
                     continue
                 if comm.startswith("ksoftirqd/"):

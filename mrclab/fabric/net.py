@@ -1,4 +1,5 @@
-"""Build and tear down one run's fabric: Mininet hosts, switches of the chosen datapath, veth cables, shaping, controller.
+"""Build and tear down one run's fabric: Mininet hosts, switches of the chosen datapath, veth cables, shaping,
+controller.
 
 `Fabric` is a context manager. The switches are those of the run's datapath (`datapath`
 chooses, `auto` included): Open vSwitch bridges (`ovs.OvsSwitches`) or Linux SRv6 routers
@@ -23,25 +24,29 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+from typing import Any, TypeVar
 
 from mininet.node import Host
 
 from ..controller.process import Controller
-from ..errors import UsageError
+from ..errors import Terminated, UsageError
+from ..routing import DEFAULT as ROUTING_DEFAULT
+from ..routing import ROUTINGS
 from ..runstate import RunState
 from ..spec.topology import Topology
-from . import datapath as datapath_mod, hostconf, layout as layout_mod
-from .egress import CSUM_CARRIER, CSUM_MAKE_FINAL
+from . import datapath as datapath_mod
+from . import hostconf
+from . import layout as layout_mod
+from .egress import CSUM_CARRIER, CSUM_MAKE_FINAL, Egress
+from .faults import Faults
 
-# routing (SPEC name) -> controller app
-APPS = {"static-srv6": "static_srv6", "ecmp-reconverge": "ecmp_reconverge"}
 HOST_NIC_QUEUE = 4 << 20
+Part = TypeVar("Part")
 
 
-def default_egress(state: RunState):
-    from .egress import Egress
+def default_egress(state: RunState) -> Egress:
     return Egress(state)
 
 
@@ -55,36 +60,37 @@ class Fabric:
     switch faults, link counters)."""
 
     def __init__(self, topology: Topology, state: RunState | None = None, directory: Path | None = None,
-                 routing: str = "static-srv6", convergence_delay: float = 2.0,
-                 egress_factory: Callable[[RunState], object] = default_egress, *, datapath: str = "auto",
+                 routing: str = ROUTING_DEFAULT, convergence_delay: float = 2.0,
+                 egress_factory: Callable[[RunState], Egress] = default_egress, *, datapath: str = "auto",
                  seed: int = 1) -> None:
-        if routing not in APPS:
-            raise UsageError(f"routing {routing!r} is not available yet (available: {', '.join(APPS)})")
+        if routing not in ROUTINGS:
+            raise UsageError(f"routing {routing!r} is not available (available: {', '.join(ROUTINGS)})")
         self.topology = topology
         self.owns_state = state is None
         self.state = state or RunState.create(f"fabric {topology.name}")
-        # controller log, layout and stats: the run's results directory, else the run's private one (removed at teardown)
+        # controller log, layout and stats: the run's results directory, else the run's private one (removed at
+        # teardown)
         self.directory = directory or self.state.private_dir()
         self.datapath, why = datapath_mod.choose(datapath)
         self.layout = layout_mod.build(topology, self.state.prefix, split_cables=self.datapath.split_cables)
-        self.egress_factory, self.app, self.routing = egress_factory, APPS[routing], routing
+        self.egress_factory, self.routing = egress_factory, ROUTINGS[routing]
         self.convergence_delay = convergence_delay  # how long ecmp-reconverge waits before reprogramming
         self.seed = seed  # the kernel ECMP hash seed derives from it, so reruns hash alike
         self.hosts: dict[str, Host] = {}
         self.switches = self.datapath.switches(self)
         self.datapath_detail = f"{self.switches.describe()} ({why})"
         self.controller: Controller | None = None
-        self.egress = None
-        self.faults = None
+        self.egress: Egress | None = None
+        self.faults: Faults | None = None
         self._closed = False
-        self._old_handlers: dict[int, object] = {}
+        self._old_handlers: dict[int, Any] = {}  # what signal.signal returned: a handler, SIG_DFL or None
 
     # -- context manager ------------------------------------------------------------------
 
-    def __enter__(self) -> "Fabric":
+    def __enter__(self) -> Fabric:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGHUP):
-                self._old_handlers[sig] = signal.signal(sig, _raise_exit)
+                self._old_handlers[sig] = signal.signal(sig, _terminate)
         try:
             self.build()
         except BaseException:
@@ -111,12 +117,12 @@ class Fabric:
             self.controller = self._controller()
         self.switches.start()
         self.egress = self.egress_factory(self.state)
-        self._shape()
+        self._shape(self.egress)
         self.faults = self.datapath.faults(self)
         self.controller.wait_programmed()
 
     def _controller(self) -> Controller:
-        return Controller(self.state, self.layout, self.directory, self.app, self.convergence_delay,
+        return Controller(self.state, self.layout, self.directory, self.routing.app, self.convergence_delay,
                           datapath=self.datapath.name, netns=self.switches.netns_pids())
 
     def _make_hosts(self) -> None:
@@ -126,7 +132,7 @@ class Fabric:
             self.state.add_process(node.pid, f"host {name}")
         in_parallel({node: hostconf.namespace_script() for node in self.hosts.values()})
 
-    def _shape(self) -> None:
+    def _shape(self, egress: Egress) -> None:
         """Switch ports get the topology's buffer; a host NIC gets a deep one, because a real NIC
         pushes back on its host rather than dropping, and a drop there would read to MRC as a
         path failure (the host's socket buffers are the back-pressure). Where the switches leave
@@ -138,11 +144,11 @@ class Fabric:
             for node, peer in ((link.a, link.b), (link.b, link.a)):
                 ifname = self.layout.ifname(node, peer)
                 if node in self.hosts:
-                    self.egress.attach(ifname, rate, max(queue, HOST_NIC_QUEUE), mtu, trim=False,
+                    egress.attach(ifname, rate, max(queue, HOST_NIC_QUEUE), mtu, trim=False,
                                        netns_pid=self.hosts[node].pid,
                                        csum_mode=CSUM_CARRIER if csum == CSUM_CARRIER else CSUM_MAKE_FINAL)
                 else:
-                    self.egress.attach(ifname, rate, queue, mtu, trim=t.trim, netns_pid=self.netns_pid(node),
+                    egress.attach(ifname, rate, queue, mtu, trim=t.trim, netns_pid=self.netns_pid(node),
                                        csum_mode=csum)
 
     # -- what a runner uses -----------------------------------------------------------------
@@ -161,19 +167,20 @@ class Fabric:
     def apply(self, action: str, target: str, *, loss_probability: float | None = None,
               rate_bps: float | None = None) -> float:
         """One scenario event (SPEC action names) on a link or switch; the monotonic time it took effect."""
-        return self.faults.apply(action, target, loss_probability=loss_probability, rate_bps=rate_bps)
+        return self._built(self.faults).apply(action, target, loss_probability=loss_probability, rate_bps=rate_bps)
 
     def link_counters(self) -> list[dict]:
-        return self.faults.link_counters()
+        return self._built(self.faults).link_counters()
 
     def queue_waits(self) -> tuple[float, float]:
-        return self.faults.queue_waits()
+        return self._built(self.faults).queue_waits()
 
     def controller_stats(self) -> dict:
         """results.json `controller`: flow-mods at boot and after it (static routing: always 0), and the
         reconvergences of a routing that has them."""
-        doc = self.controller.stats() or {}
-        out = {"flow_mods_boot": doc.get("flow_mods_boot", 0), "flow_mods_after_boot": doc.get("flow_mods_after_boot", 0)}
+        doc = self._built(self.controller).stats() or {}
+        out = {"flow_mods_boot": doc.get("flow_mods_boot", 0),
+               "flow_mods_after_boot": doc.get("flow_mods_after_boot", 0)}
         if "reconvergences" in doc:  # ecmp-reconverge: when the control plane rewrote which switches
             out["reconvergences"] = doc["reconvergences"]
         return out
@@ -185,6 +192,13 @@ class Fabric:
     def nic(self, host: str, plane: int) -> str:
         """Interface name of `host`'s NIC on `plane` (inside the host's namespace)."""
         return self.layout.hosts[host].nics[plane].ifname
+
+    @staticmethod
+    def _built(part: Part | None) -> Part:
+        """The controller or faults, which build() makes: asking for them before it is a bug."""
+        if part is None:
+            raise RuntimeError("the fabric is not built")
+        return part
 
     # -- teardown -------------------------------------------------------------------------
 
@@ -225,5 +239,6 @@ def check_outputs(outputs: dict[Host, str]) -> None:
             raise RuntimeError(f"configuring {node.name} failed: {output.strip()}")
 
 
-def _raise_exit(signum, _frame) -> None:
-    raise SystemExit(128 + signum)
+def _terminate(signum, _frame) -> None:
+    """SIGTERM/SIGHUP while a fabric exists unwinds like Ctrl-C, so every teardown runs."""
+    raise Terminated(signal.Signals(signum).name)

@@ -8,6 +8,7 @@ import time
 import types
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from ..check import kernel_datapath_available
 from ..controller.flows import COOKIE_SHIFT
@@ -32,7 +33,8 @@ class FlowStat:
     @property
     def entry(self) -> str:
         """The flow without its counters: what must not change while a fabric runs."""
-        return f"table={self.table},priority={self.priority},cookie={self.cookie:#x},{self.match} actions={self.actions}"
+        return (f"table={self.table},priority={self.priority},cookie={self.cookie:#x},{self.match} "
+                f"actions={self.actions}")
 
 
 def del_bridges(bridges: list[str]) -> None:
@@ -79,7 +81,7 @@ def _dump_start(bridge: str, spec: str = "") -> subprocess.Popen:
 def _dump_finish(process: subprocess.Popen) -> list[FlowStat]:
     out, err = process.communicate()
     if process.returncode != 0:
-        raise RuntimeError(f"{' '.join(process.args)}: {err.strip()}")
+        raise RuntimeError(f"{' '.join(cast('list[str]', process.args))}: {err.strip()}")  # _run_ofctl's argv
     flows = []
     for line in out.splitlines():
         m = _FLOW.search(line)

@@ -14,6 +14,7 @@ per batch (one command per spine, in parallel) rather than once per path.
 """
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import select
 import socket
@@ -74,10 +75,9 @@ def verify_paths(fabric, timeout: float = 1.0) -> list[PathResult]:
                     for k in range(t.planes):
                         address = plan.path_address(src, dst, k, i)
                         expected[(src, dst, k)] = str(address)
-                        try:
+                        # e.g. the NIC is down: the path fails, the others go on
+                        with contextlib.suppress(OSError):
                             sockets[src][0].sendto(f"{src} {dst} {k} {i}".encode(), (str(address), PORT))
-                        except OSError:  # e.g. the NIC is down: the path fails, the others go on
-                            pass
             arrived = _receive(sockets, own_address, i, len(expected), timeout)
             after = fabric.switches.spine_counts(spines)
             counted = {name: after[name] - before[name] for name in spines}

@@ -9,25 +9,20 @@ the end of the run), so later sends after repair do not count.
 from __future__ import annotations
 
 from ..spec import Topology
-from ..spec.topology import parse_node
-
-
-def measurable(routing: str) -> bool:
-    """avoid_s needs the path each EV took, which only source routing fixes: under ECMP the
-    fabric hashes a packet to a path its sender cannot see (the step stall shows the outage)."""
-    return routing == "static-srv6"
+from ..spec.topology import node_parts
+from .outcome import EvChange
 
 
 def path_hits(topo: Topology, target: str, src: int, dst: int, plane: int, spine: int) -> bool:
     """Does the path src -> dst on (plane, spine) cross the link or switch named `target`?"""
     leaf_s, leaf_d = topo.plan.leaf_of(src), topo.plan.leaf_of(dst)
     if topo.has_switch(target):
-        kind, p, index = parse_node(target)
+        kind, p, index = node_parts(target)
         return p == plane and (index == spine if kind == "spine" else index in (leaf_s, leaf_d))
     link = topo.link(target)
     if link.plane != plane:
         return False
-    lower, upper = parse_node(link.a), parse_node(link.b)
+    lower, upper = node_parts(link.a), node_parts(link.b)
     if link.kind == "host":
         return lower[2] in (src, dst)
     return upper[2] == spine and lower[2] in (leaf_s, leaf_d)
@@ -79,15 +74,13 @@ def avoid_seconds(topo: Topology, target: str, fault_t: float,
     return worst if touched else None
 
 
-def revive_seconds(topo: Topology, target: str, repaired_t_s: float, ev_changes: list[dict]) -> float | None:
+def revive_seconds(topo: Topology, target: str, repaired_t_s: float, ev_changes: list[EvChange]) -> float | None:
     """From a repair to the first path through it that a sender brought back (probes succeeded):
     how soon the link carries traffic again. None when no sender had retired a path through it."""
-    for change in sorted(ev_changes, key=lambda c: c["t_s"]):
-        if change["t_s"] < repaired_t_s or change["old"] != "ASSUMED_BAD" or change["new"] != "GOOD":
+    for change in sorted(ev_changes, key=lambda c: c.t_s):
+        if change.t_s < repaired_t_s or change.old != "ASSUMED_BAD" or change.new != "GOOD":
             continue
-        plane, spine = topo.plan.ev_path(change["ev"])
-        peer = change["peer"]  # a host name (an index in older results)
-        if path_hits(topo, target, topo.host_index(change["host"]),
-                     topo.host_index(peer) if isinstance(peer, str) else peer, plane, spine):
-            return change["t_s"] - repaired_t_s
+        plane, spine = topo.plan.ev_path(change.ev)
+        if path_hits(topo, target, topo.host_index(change.host), topo.host_index(change.peer), plane, spine):
+            return change.t_s - repaired_t_s
     return None

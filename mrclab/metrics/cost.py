@@ -4,7 +4,16 @@ Read from ``/proc/<pid>/stat`` (utime + stime of the whole process, every thread
 or exited) when the workload starts and when it ends, so the figure covers exactly the
 workload and needs no cooperation from the processes measured. Each agent is one end;
 ``agents`` is all of them, ``lab`` adds the processes that move the fabric's packets
-(ovs-vswitchd) and the runner itself.
+(ovs-vswitchd, ksoftirqd) and the runner itself.
+
+The kernel forwards an emulated packet through every hop of the fabric in softirq context,
+mostly at once inside the ``sendto`` that sent it, and the scheduler's tick charges that time
+to whichever process the CPU was running: on Linux routers a third to a half of what
+``/proc`` says the agents used is the emulated network's forwarding, not the agents' work.
+``softirq`` is the machine's softirq time (``/proc/stat``) over the workload, and
+``agents_less_softirq`` takes from the agents every softirq tick that ksoftirqd did not
+account for: a lower bound of the agents' own work, close to it when the agents keep the
+CPUs busy (softirq served while a CPU idles is charged to nobody's process).
 """
 from __future__ import annotations
 
@@ -13,6 +22,8 @@ from pathlib import Path
 
 MIB = 1 << 20
 TICKS = os.sysconf("SC_CLK_TCK")
+SOFTIRQ_FIELD = 7
+"""Of /proc/stat's ``cpu`` line: cpu user nice system idle iowait irq softirq ..."""
 
 
 def process_cpu_s(pid: int) -> float | None:
@@ -24,6 +35,12 @@ def process_cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
+def softirq_s(stat: str = "/proc/stat") -> float:
+    """Softirq seconds every CPU has served so far, whatever process they were charged to."""
+    with open(stat) as lines:
+        return int(lines.readline().split()[SOFTIRQ_FIELD]) / TICKS
+
+
 class CpuMeter:
     """CPU seconds of labelled processes between :meth:`start` and :meth:`stop`; labels starting with
     ``agent `` are the agents (one per host)."""
@@ -31,10 +48,13 @@ class CpuMeter:
     def __init__(self, pids: dict[int, str]) -> None:
         self._pids = dict(pids)
         self._start: dict[int, float] = {}
+        self._softirq_start = 0.0
         self.used: dict[str, float] = {}
+        self.softirq = 0.0
 
     def start(self) -> None:
         self._start = {pid: cpu for pid in self._pids if (cpu := process_cpu_s(pid)) is not None}
+        self._softirq_start = softirq_s()
 
     def stop(self) -> dict[str, float]:
         self.used = {}
@@ -42,18 +62,23 @@ class CpuMeter:
             end = process_cpu_s(pid)
             if end is not None and pid in self._start:
                 self.used[label] = self.used.get(label, 0.0) + end - self._start[pid]
+        self.softirq = softirq_s() - self._softirq_start
         return self.used
 
     def per_mib(self, delivered_bytes: int) -> dict:
-        """``cpu_s_per_mib`` of the results: the agents together, the whole lab, and each agent (its host's
-        name); None where nothing was delivered."""
+        """``cpu_s_per_mib`` of the results: the agents together, the whole lab, each agent (its host's name),
+        the machine's softirq and the agents less it; None where nothing was delivered."""
         mib = delivered_bytes / MIB
         agents = {label.removeprefix("agent "): cpu for label, cpu in self.used.items() if label.startswith("agent ")}
+        ksoftirqd = sum(cpu for label, cpu in self.used.items() if label.startswith("ksoftirqd"))
+        charged = max(0.0, self.softirq - ksoftirqd)  # the most the agents can have been charged
+        total = sum(agents.values())
 
         def ratio(cpu: float) -> float | None:
             return round(cpu / mib, 5) if mib > 0 else None
 
-        return {"agents": ratio(sum(agents.values())), "lab": ratio(sum(self.used.values())),
+        return {"agents": ratio(total), "lab": ratio(sum(self.used.values())),
+                "softirq": ratio(self.softirq), "agents_less_softirq": ratio(max(0.0, total - charged)),
                 "hosts": {host: ratio(cpu) for host, cpu in sorted(agents.items())},
                 "cpu_s": {label: round(cpu, 3) for label, cpu in sorted(self.used.items())},
                 "delivered_mib": round(mib, 3)}

@@ -29,7 +29,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 MACHINE_BUSY_LIMIT = 90.0
@@ -116,36 +118,54 @@ def outside_processes(before: dict, after: dict, lab: set[int], elapsed_s: float
 
 
 @dataclass
+class Saturation:
+    """Per thread, the windows it spent saturated; fed one reading (time, ticks per thread) per window."""
+
+    windows: int = 0
+    saturated: dict[str, int] = field(default_factory=dict)  # thread -> windows
+    last: tuple[float, dict[str, int]] | None = None
+
+    def observe(self, t: float, ticks: dict[str, int]) -> None:
+        if self.last is not None:
+            t0, ticks0 = self.last
+            limit = SATURATED_PCT / 100.0 * TICKS * (t - t0)
+            for key, value in ticks.items():
+                if value - ticks0.get(key, value) >= limit:
+                    self.saturated[key] = self.saturated.get(key, 0) + 1
+            self.windows += 1
+        self.last = (t, ticks)
+
+    def worst(self, default: str | None) -> tuple[str | None, float]:
+        """The thread saturated in the most windows (`default` when none was), and its share of the windows."""
+        share = max(self.saturated.values(), default=0) / self.windows if self.windows else 0.0
+        return max(self.saturated, key=lambda key: self.saturated[key], default=default), share
+
+
+@dataclass
 class CpuSampler:
     """Start before the workload, stop after; pids maps process id -> label (e.g. 'ovs-vswitchd', 'agent h3')."""
 
     pids: dict[int, str] = field(default_factory=dict)
     _start: tuple | None = None
-    _result: dict | None = None
 
     def start(self) -> None:
         self._start = (time.monotonic(), _machine_ticks(), _thread_ticks(self.pids))
         self._processes = _process_ticks()
-        self._windows = 0
-        self._saturated: dict[str, int] = {}
+        self._saturation = Saturation()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="cpu-sampler", daemon=True)
         self._thread.start()
 
     def _watch(self) -> None:
         """Count, per thread, the windows it spent saturated."""
-        t, ticks = time.monotonic(), _thread_ticks(self.pids)
+        self._saturation.observe(time.monotonic(), _thread_ticks(self.pids))
         while not self._done.wait(WINDOW_S):
-            t1, ticks1 = time.monotonic(), _thread_ticks(self.pids)
-            limit = SATURATED_PCT / 100.0 * TICKS * (t1 - t)
-            for key, value in ticks1.items():
-                if value - ticks.get(key, value) >= limit:
-                    self._saturated[key] = self._saturated.get(key, 0) + 1
-            self._windows += 1
-            t, ticks = t1, ticks1
+            self._saturation.observe(time.monotonic(), _thread_ticks(self.pids))
 
     def stop(self, emulator_drops: int = 0, goodput_fraction: float | None = None,
-             latency: dict | None = None) -> dict:
+             latency: dict | None = None) -> Verdict:
+        if self._start is None:
+            raise RuntimeError("CpuSampler.stop() before start()")
         self._done.set()
         self._thread.join()
         t0, (busy0, total0), threads0 = self._start
@@ -158,63 +178,127 @@ class CpuSampler:
             pct = 100.0 * (ticks - threads0.get(key, 0)) / TICKS / elapsed  # born mid-run: all of it
             if pct > hottest_pct:
                 hottest, hottest_pct = key, pct
-        share = max(self._saturated.values(), default=0) / self._windows if self._windows else 0.0
-        most = max(self._saturated, key=self._saturated.get, default=hottest)
+        most, share = self._saturation.worst(default=hottest)
         outside = outside_processes(self._processes, _process_ticks(), set(self.pids), elapsed)
-        self._result = verdict(machine, hottest, hottest_pct, emulator_drops, goodput_fraction, most, share, latency,
-                               outside=outside)
-        return self._result
+        return verdict(machine, hottest, hottest_pct, emulator_drops, goodput_fraction, most, share, latency,
+                       outside=outside)
 
 
 NETWORK_BUSY_FRACTION = 0.7
 
 
+class Reason(Enum):
+    """Why the machine, not the emulated network, limited a run: each makes `ok` false and writes a note."""
+
+    EMULATOR_DROPS = "emulator_drops"  # the emulator failed to send packets the network never lost
+    CPU_SET_PACE = "cpu_set_pace"  # a saturated CPU while the workload fell short of line rate
+    CPU_SET_ROUND_TRIP = "cpu_set_round_trip"  # the emulator's delay past EMULATOR_SHARE_LIMIT of the RTT
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The figures of `verdict`, the reasons they fail (none: a faithful run), and results.json's `fidelity`."""
+
+    cpu_busy_pct: float
+    hottest_thread: str | None
+    hottest_thread_pct: float
+    saturated_thread: str | None
+    saturated_share: float
+    emulator_drops: int
+    goodput_fraction: float | None
+    latency: dict | None
+    outside_processes: tuple[dict, ...]
+    reasons: tuple[Reason, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.reasons
+
+    def notes(self) -> list[str]:
+        """The reasons in words, with their figures; for a faithful run, the figures that show it."""
+        notes = [_NOTES[reason](self) for reason in self.reasons]
+        if self.ok:
+            notes.append(_no_sign(self))
+            if self.latency is not None:
+                notes.append(_split(self.latency))
+        if self.outside_processes:
+            notes.append(f"busy outside the lab while the workload ran: {_others(self)} (% of a core)")
+        return notes
+
+    def to_dict(self) -> dict:
+        return {"cpu_busy_pct": round(self.cpu_busy_pct, 1), "hottest_thread": self.hottest_thread,
+                "hottest_thread_pct": round(self.hottest_thread_pct, 1), "saturated_thread": self.saturated_thread,
+                "saturated_share": round(self.saturated_share, 3), "emulator_drops": self.emulator_drops,
+                **({"latency": self.latency} if self.latency is not None else {}),
+                "outside_processes": list(self.outside_processes), "ok": self.ok, "notes": self.notes()}
+
+
 def verdict(machine_pct: float, hottest: str | None, hottest_pct: float, emulator_drops: int = 0,
             goodput_fraction: float | None = None, saturated_thread: str | None = None,
-            saturated_share: float = 0.0, latency: dict | None = None, outside: list[dict] = ()) -> dict:
+            saturated_share: float = 0.0, latency: dict | None = None, outside: Sequence[dict] = ()) -> Verdict:
     """A busy CPU alone does not prove the CPU set the pace: ovs-vswitchd's one forwarding thread
     polls ~200 ports and stays busy at any link rate. It did when the CPU was saturated *and* the
     workload got well short of what the emulated links allow (`goodput_fraction`, the ideal
     time over the actual one); a saturated network next to a busy CPU is a faithful run."""
-    notes = []
-    if emulator_drops:
-        notes.append(f"the emulator dropped {emulator_drops} packets it could not send (socket buffer or CPU): "
-                     "losses the emulated network never made")
-    saturated = []
-    cpu_delayed = latency is not None and latency["emulator_s"] > EMULATOR_SHARE_LIMIT * latency["rtt_mean_s"]
-    if machine_pct >= MACHINE_BUSY_LIMIT:
-        saturated.append(f"machine CPU {machine_pct:.0f}% busy (limit {MACHINE_BUSY_LIMIT:.0f}%)")
-    if saturated_share >= SATURATED_SHARE:
-        saturated.append(f"thread {saturated_thread} saturated (>= {SATURATED_PCT:.0f}% of a core) in "
-                         f"{saturated_share:.0%} of {WINDOW_S:g} s windows (limit {SATURATED_SHARE:.0%})")
+    saturated = machine_pct >= MACHINE_BUSY_LIMIT or saturated_share >= SATURATED_SHARE
     network_busy = goodput_fraction is not None and goodput_fraction >= NETWORK_BUSY_FRACTION
-    others = ", ".join(f"{p['name']} (pid {p['pid']}) {p['cpu_pct']:.0f}%" for p in outside[:4])
-    advice = (f"stop what else runs on this machine ({others}) or run again when it is idle" if others
-              else "lower link rates or fewer hosts")
-    if saturated and not network_busy:
-        reach = "" if goodput_fraction is None else f" while the workload reached only {goodput_fraction:.0%} of line rate"
-        notes.append("; ".join(saturated) + reach + f": the CPU, not the emulated network, set the pace; {advice}")
-    if latency is not None:
-        split = (f"RTT under load {latency['rtt_mean_s'] * 1e3:.1f} ms on average: {latency['base_s'] * 1e3:.1f} ms "
-                 f"base, {latency['links_s'] * 1e3:.1f} ms queueing in the emulated links, "
-                 f"{latency['emulator_s'] * 1e3:.1f} ms added by the emulator itself")
-        if cpu_delayed:
-            notes.append(split + f" (limit {EMULATOR_SHARE_LIMIT:.0%} of the RTT): the CPU, not the emulated "
-                                 "network, set the round trip, so reaction times (avoid_s) and the congestion "
-                                 f"window are the CPU's; {advice}")
-    ok = not notes
-    if ok:
-        notes.append(f"no sign that the CPU limited this run: machine CPU {machine_pct:.0f}% busy, hottest thread "
-                     f"{hottest or '-'} at {hottest_pct:.0f}% of a core, saturated in {saturated_share:.0%} of "
-                     f"{WINDOW_S:g} s windows"
-                     + (f"; the workload used {goodput_fraction:.0%} of line rate, the rest is the transport's and "
-                        "the workload's own pace (windows, step barriers)" if goodput_fraction is not None else ""))
-        if latency is not None:
-            notes.append(split)
-    if others:
-        notes.append(f"busy outside the lab while the workload ran: {others} (% of a core)")
-    return {"cpu_busy_pct": round(machine_pct, 1), "hottest_thread": hottest,
-            "hottest_thread_pct": round(hottest_pct, 1), "saturated_thread": saturated_thread,
-            "saturated_share": round(saturated_share, 3), "emulator_drops": emulator_drops,
-            **({"latency": latency} if latency is not None else {}), "outside_processes": list(outside),
-            "ok": ok, "notes": notes}
+    reasons = [reason for reason, holds in (
+        (Reason.EMULATOR_DROPS, bool(emulator_drops)),
+        (Reason.CPU_SET_PACE, saturated and not network_busy),
+        (Reason.CPU_SET_ROUND_TRIP,
+         latency is not None and latency["emulator_s"] > EMULATOR_SHARE_LIMIT * latency["rtt_mean_s"]),
+    ) if holds]
+    return Verdict(machine_pct, hottest, hottest_pct, saturated_thread, saturated_share, emulator_drops,
+                   goodput_fraction, latency, tuple(outside), tuple(reasons))
+
+
+def _others(v: Verdict) -> str:
+    return ", ".join(f"{p['name']} (pid {p['pid']}) {p['cpu_pct']:.0f}%" for p in v.outside_processes[:4])
+
+
+def _advice(v: Verdict) -> str:
+    others = _others(v)
+    return (f"stop what else runs on this machine ({others}) or run again when it is idle" if others
+            else "lower link rates or fewer hosts")
+
+
+def _split(latency: dict) -> str:
+    return (f"RTT under load {latency['rtt_mean_s'] * 1e3:.1f} ms on average: {latency['base_s'] * 1e3:.1f} ms "
+            f"base, {latency['links_s'] * 1e3:.1f} ms queueing in the emulated links, "
+            f"{latency['emulator_s'] * 1e3:.1f} ms added by the emulator itself")
+
+
+def _emulator_drops(v: Verdict) -> str:
+    return (f"the emulator dropped {v.emulator_drops} packets it could not send (socket buffer or CPU): "
+            "losses the emulated network never made")
+
+
+def _cpu_set_pace(v: Verdict) -> str:
+    saturated = []
+    if v.cpu_busy_pct >= MACHINE_BUSY_LIMIT:
+        saturated.append(f"machine CPU {v.cpu_busy_pct:.0f}% busy (limit {MACHINE_BUSY_LIMIT:.0f}%)")
+    if v.saturated_share >= SATURATED_SHARE:
+        saturated.append(f"thread {v.saturated_thread} saturated (>= {SATURATED_PCT:.0f}% of a core) in "
+                         f"{v.saturated_share:.0%} of {WINDOW_S:g} s windows (limit {SATURATED_SHARE:.0%})")
+    reach = ("" if v.goodput_fraction is None
+             else f" while the workload reached only {v.goodput_fraction:.0%} of line rate")
+    return "; ".join(saturated) + reach + f": the CPU, not the emulated network, set the pace; {_advice(v)}"
+
+
+def _cpu_set_round_trip(v: Verdict) -> str:
+    assert v.latency is not None, "a reason only a latency split gives"
+    return (_split(v.latency) + f" (limit {EMULATOR_SHARE_LIMIT:.0%} of the RTT): the CPU, not the emulated "
+                                "network, set the round trip, so reaction times (avoid_s) and the congestion "
+                                f"window are the CPU's; {_advice(v)}")
+
+
+def _no_sign(v: Verdict) -> str:
+    return (f"no sign that the CPU limited this run: machine CPU {v.cpu_busy_pct:.0f}% busy, hottest thread "
+            f"{v.hottest_thread or '-'} at {v.hottest_thread_pct:.0f}% of a core, saturated in "
+            f"{v.saturated_share:.0%} of {WINDOW_S:g} s windows"
+            + (f"; the workload used {v.goodput_fraction:.0%} of line rate, the rest is the transport's and "
+               "the workload's own pace (windows, step barriers)" if v.goodput_fraction is not None else ""))
+
+
+_NOTES = {Reason.EMULATOR_DROPS: _emulator_drops, Reason.CPU_SET_PACE: _cpu_set_pace,
+          Reason.CPU_SET_ROUND_TRIP: _cpu_set_round_trip}

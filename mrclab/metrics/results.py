@@ -1,4 +1,5 @@
-"""results.json (schema mrclab.results/v1, docs/spec.md), steps.csv and events.csv from a run's raw record."""
+"""The parts of results.json (schema mrclab.results/v1, docs/spec.md) computed from a run's raw record, and the
+files a run writes: results.json, steps.csv, events.csv, messages.csv. `document` assembles the parts."""
 from __future__ import annotations
 
 import csv
@@ -7,9 +8,10 @@ from pathlib import Path
 
 from ..agent.mrc import MARK_BIN_S
 from ..transport.cc import rtt_quantile
+from .outcome import Outcome
 
 SCHEMA = "mrclab.results/v1"
-PACKET_KEYS = ("data_sent", "retransmitted", "trimmed", "timeouts", "nacks", "probes")
+PACKET_KEYS = ("data_sent", "sacks", "retransmitted", "trimmed", "timeouts", "nacks", "probes")
 PATH_KEYS = ("paths_retired", "paths_restored", "retirements_undone", "paths_held")
 
 
@@ -33,15 +35,20 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def summary(outcome, agent_stats: dict[str, dict]) -> dict:
-    durations = [s["duration_s"] for s in outcome.steps]
-    wall = max(outcome.t_end - outcome.t0, 1e-9)
-    delivered = sum(b for _, b, _ in outcome.delivered.values())
-    verified = sum(b for _, b, ok in outcome.delivered.values() if ok)
+def base_rtt(agent_stats: dict[str, dict]) -> float | None:
+    """The median of the agents' base RTTs, None without any (TCP agents measure none)."""
+    rtts = sorted(s["base_rtt_s"] for s in agent_stats.values() if s.get("base_rtt_s"))
+    return round(rtts[len(rtts) // 2], 6) if rtts else None
+
+
+def summary(outcome: Outcome, agent_stats: dict[str, dict]) -> dict:
+    durations = [s.duration_s for s in outcome.steps]
+    wall = max(outcome.wall_s, 1e-9)
+    delivered = outcome.delivered_bytes
+    verified = sum(d.bytes for d in outcome.delivered.values() if d.verified)
     ideal = sum(outcome.ideal_s[:len(outcome.steps)])
     completed = sum(1 for k in outcome.posted if outcome.status(k) == "completed")
     counters = [s.get("counters", {}) for s in agent_stats.values()]
-    rtts = sorted(s["base_rtt_s"] for s in agent_stats.values() if s.get("base_rtt_s"))
     hist = rtt_histogram(agent_stats)  # to read avoid_s in loaded RTTs
     loaded = {q: rtt_quantile(hist, q / 100) for q in (50, 99)}
     return {
@@ -52,12 +59,12 @@ def summary(outcome, agent_stats: dict[str, dict]) -> dict:
         "goodput_fraction": round(ideal / wall, 4) if outcome.steps else 0.0,
         "ideal_time_s": round(ideal, 6),
         "workload_time_s": round(wall, 6),
-        "base_rtt_s": round(rtts[len(rtts) // 2], 6) if rtts else None,
+        "base_rtt_s": base_rtt(agent_stats),
         "rtt_p50_s": None if loaded[50] is None else round(loaded[50], 6),
         "rtt_p99_s": None if loaded[99] is None else round(loaded[99], 6),
         "messages": {"sent": len(outcome.posted), "completed": completed,
                      "failed": len(outcome.posted) - completed},  # an unfinished message failed too
-        "bytes": {"sent": sum(outcome.posted.values()), "delivered": delivered, "verified": verified},
+        "bytes": {"sent": sum(p.size for p in outcome.posted.values()), "delivered": delivered, "verified": verified},
         "packets": {k: sum(c.get(k, 0) for c in counters) for k in PACKET_KEYS},
         "paths": {k: sum(c.get(k, 0) for c in counters) for k in PATH_KEYS},
     }
@@ -129,15 +136,19 @@ def write_messages(out_dir: Path, rows: list[list]) -> None:
         writer.writerows(rows)
 
 
+def what_ran(scenario) -> dict:
+    """results.json's `scenario` and `topology`."""
+    topo = scenario.topology
+    return {"scenario": {"name": scenario.name, "file": scenario.source},
+            "topology": {"name": topo.name, "planes": topo.planes, "leaves": topo.leaves, "spines": topo.spines,
+                         "hosts": topo.hosts}}
+
+
 def write_unfinished(out_dir: Path, *, status: str, error: str, run_id: str, started_at: str, scenario,
                      overrides: dict) -> None:
     """results.json of a run that failed or was interrupted before it had results: what ran, and why it
     stopped, so `mrclab report` can say so."""
-    topo = scenario.topology
-    doc = {"schema": SCHEMA, "run_id": run_id, "status": status, "error": error,
-           "scenario": {"name": scenario.name, "file": scenario.source},
-           "topology": {"name": topo.name, "planes": topo.planes, "leaves": topo.leaves, "spines": topo.spines,
-                        "hosts": topo.hosts},
+    doc = {"schema": SCHEMA, "run_id": run_id, "status": status, "error": error, **what_ran(scenario),
            "transport": scenario.transport, "routing": scenario.routing, "seed": scenario.seed,
            "started_at": started_at, "overrides": overrides}
     (out_dir / "results.json").write_text(json.dumps(doc, indent=2) + "\n")

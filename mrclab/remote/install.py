@@ -19,7 +19,8 @@ from .job import Remote, check
 from .ssh import sh
 
 SOURCE = Path(__file__).resolve().parents[2]
-SKIP = {".git", ".venv", "results", ".vm", "__pycache__", ".pytest_cache", ".hypothesis", "build", "dist"}
+SKIP = {".git", ".venv", "results", ".vm", "__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache",
+        "build", "dist"}
 PROVISION_TIMEOUT_S = 1800
 
 
@@ -50,8 +51,8 @@ def setup(remote: Remote, say) -> None:
     say(f"copying mrclab {__version__} ({len(data) >> 10} KiB) to {remote.spec}:{home}")
     with conn.sftp.open(archive, "wb") as f:
         f.write(data)
-    unpacked = conn.run(f"{remote.as_root('rm', '-rf', home)} && mkdir {sh(home)} && tar -xzf {sh(archive)} -C {sh(home)} "
-                        f"&& rm {sh(archive)}")
+    unpacked = conn.run(f"{remote.as_root('rm', '-rf', home)} && mkdir {sh(home)} "
+                        f"&& tar -xzf {sh(archive)} -C {sh(home)} && rm {sh(archive)}")
     if unpacked.code != 0:
         raise EnvironmentNotReady(f"target {remote.spec}: cannot unpack into {home}: {unpacked.last_line()}")
     say(f"provisioning there (vagrant/provision.sh{', with sudo -n' if remote.sudo else ''}; minutes the first time)")

@@ -72,7 +72,7 @@ def locate(conn: Connection, *, require: bool = True) -> Remote:
             raise EnvironmentNotReady(f"target {spec}: no mrclab there: install this version with "
                                       f"`mrclab remote setup {spec}`")
         words = tuple(found.stdout.split())
-    sudo = ()
+    sudo: tuple[str, ...] = ()
     if conn.run("id -u").stdout.strip() != "0":
         if conn.run("sudo -n true").code != 0:
             raise EnvironmentNotReady(f"target {spec}: {conn.target.user} is not root there and `sudo -n` asks for "

@@ -6,9 +6,9 @@ lives in `plots`, how the page is laid out in `html`.
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from matplotlib.figure import Figure
 

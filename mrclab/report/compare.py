@@ -6,7 +6,6 @@ stays identifiable.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from matplotlib.figure import Figure
@@ -14,6 +13,7 @@ from matplotlib.ticker import ScalarFormatter
 from rich.markup import escape
 from rich.table import Table
 
+from ..errors import UsageError
 from . import plots, summary
 from .run import Run, load
 
@@ -45,8 +45,12 @@ def warnings(runs: list[Run]) -> list[str]:
 
 
 def default_plot_path(runs: list[Run]) -> Path:
-    """compare.png next to the runs: in the folder that holds them all."""
-    return Path(os.path.commonpath([str(r.dir.resolve().parent) for r in runs])) / "compare.png"
+    """compare.png next to the runs, in the folder that holds them all. Runs in several folders have no such
+    folder (what they share may be the checkout, the current folder or /), so they need --out."""
+    folders = {r.dir.resolve().parent for r in runs}
+    if len(folders) > 1:
+        raise UsageError(f"the runs are in {len(folders)} folders: say where the plot goes with --out FILE")
+    return folders.pop() / "compare.png"
 
 
 def headlines(runs: list[Run]) -> list[dict]:
@@ -109,7 +113,8 @@ def figure(runs: list[Run]) -> Figure:
     goodput = [h["goodput_bps"] / 1e6 for h in hs]
     for col, (values, texts, ylabel, title) in enumerate((
             (p100, [f"{v:.1f}" for v in p100], "p100 step time (ms)", "Worst step (p100)"),
-            (goodput, [f"{v:.1f} ({h['goodput_fraction'] * 100:.0f}% of ideal)" for v, h in zip(goodput, hs)],
+            (goodput,
+             [f"{v:.1f} ({h['goodput_fraction'] * 100:.0f}% of ideal)" for v, h in zip(goodput, hs, strict=True)],
              "goodput (Mbit/s)", "Goodput"))):
         bar_ax = fig.add_subplot(grid[1, col])
         bars = bar_ax.bar(range(len(runs)), values, color=colours)

@@ -8,11 +8,14 @@ run reads the same way.
 """
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..actions import cuts, mends_cut
 from ..spec.topology import parse_node
-from ..timeline import CLEARS
+from ..transports import TRANSPORTS, Transport
 from ..units import format_rate
 from .run import Run
 
@@ -65,14 +68,19 @@ def event_text(event: dict) -> str:
     return text
 
 
+def transport_of(results: dict) -> Transport:
+    """The run's transport row; one this version does not know is drawn as MRC."""
+    return TRANSPORTS.get(results["transport"], TRANSPORTS["mrc"])
+
+
 def down_intervals(events: list[dict], end_s: float) -> list[tuple[float, float, str]]:
     """(start, end, target) of every link/switch outage: a down paired with the up that cleared it."""
     opened: dict[str, float] = {}
     out = []
     for e in sorted(events, key=lambda e: e["t_s"]):
-        if e["action"] in CLEARS:
+        if cuts(e["action"]):
             opened.setdefault(e["target"], e["t_s"])
-        elif e["action"] in CLEARS.values() and e["target"] in opened:
+        elif mends_cut(e["action"]) and e["target"] in opened:
             out.append((opened.pop(e["target"]), e["t_s"], e["target"]))
     out.extend((t, end_s, target) for target, t in opened.items())
     return sorted(out)
@@ -86,7 +94,7 @@ def bursts(events: list[dict], gap_s: float) -> list[list[dict]]:
     out = []
     for timeline in by_target.values():
         out.append([timeline[0]])
-        for before, e in zip(timeline, timeline[1:]):
+        for before, e in pairwise(timeline):
             if e["t_s"] - before["t_s"] > gap_s:
                 out.append([])
             out[-1].append(e)
@@ -271,7 +279,9 @@ def link_utilisation(run: Run) -> Figure:
             if k % columns == 0:
                 ax.set_ylabel("leaf", fontsize=8)
             ax.set_xlabel("spine", fontsize=8)
-    rate = format_rate(run.link_rate_bps("fabric_rate"))
+    fabric_rate = run.link_rate_bps("fabric_rate")
+    assert fabric_rate and image is not None  # else utilisation_grids raised NoData; a topology has a plane
+    rate = format_rate(fabric_rate)
     fig.colorbar(image, ax=axes, shrink=0.8, label=f"utilisation (% of {rate} over the workload)")
     fig.suptitle(title, fontsize=10)
     return fig
@@ -340,7 +350,7 @@ def ev_states(run: Run) -> Figure:
     """
     r = run.results
     if not r["ev_changes"]:
-        if r["transport"] == "tcp":
+        if not transport_of(r).mrc:
             raise NoData("kernel TCP keeps no EVs: it sends each flow on the one path ECMP hashes it to")
         raise NoData("no EV changed state during the run")
     times, counts = ev_state_series(run)
@@ -352,14 +362,14 @@ def ev_states(run: Run) -> Figure:
     ax, low = fig.subplots(2, 1, sharex=True, height_ratios=(2, 1.3))
     ax.stackplot(t, stacked, labels=states, colors=[EV_COLOURS.get(s, "#7f7f7f") for s in states], alpha=0.85,
                  step="post")
-    headroom(ax, max(sum(column) for column in zip(*stacked)), mark_events(ax, r["events"], span))
+    headroom(ax, max(sum(column) for column in zip(*stacked, strict=True)), mark_events(ax, r["events"], span))
     ax.set_ylabel("EVs in each state\n(stacked)")
     single = (" (single-path: one EV per connection,\nwith no other path to move to)"
-              if r["transport"] == "single-path" else "")
+              if transport_of(r).single_path else "")
     ax.set_title(f"EV states over time, summed over connections{single}:\n{run.label}", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     worst = 0
-    for state, column in zip(states, stacked):
+    for state, column in zip(states, stacked, strict=True):
         if state != "GOOD":
             low.step(t, column, where="post", color=EV_COLOURS.get(state, "#7f7f7f"), lw=1.5, label=state)
             worst = max(worst, *column)
@@ -413,7 +423,7 @@ def completion_cdf(run: Run) -> Figure:
 def interval_rates(series: list[dict], key: str) -> tuple[list[float], list[float]]:
     """(interval end times, packets per second) of a cumulative counter between consecutive samples."""
     times, rates = [], []
-    for before, after in zip(series, series[1:]):
+    for before, after in pairwise(series):
         dt = after["t_s"] - before["t_s"]
         if dt > 0:
             times.append(after["t_s"])
@@ -435,7 +445,8 @@ def recovery_rates(run: Run, key: str) -> tuple[list[float], list[float], int]:
     counts = np.zeros(bins)
     for t, n in marks:
         counts[min(max(int(t / width), 0), bins - 1)] += n
-    return list(np.arange(bins + 1) * width), list(np.append(counts, counts[-1:]) / width), int(sum(n for _, n in marks))
+    edges = list(np.arange(bins + 1) * width)
+    return edges, list(np.append(counts, counts[-1:]) / width), int(sum(n for _, n in marks))
 
 
 def recovery_counters(run: Run) -> Figure:
@@ -449,7 +460,7 @@ def recovery_counters(run: Run) -> Figure:
     fig = Figure(figsize=(10, 4), layout="constrained")
     ax = fig.add_subplot()
     top = 0.0
-    if "recovery" in r and r["transport"] != "tcp":
+    if "recovery" in r and transport_of(r).mrc:
         if not any(r["recovery"].values()):
             raise NoData("no sender trimmed, retransmitted or timed out a packet")
         how = f"{recovery_bin_s(run) * 1e3:.3g} ms bins"

@@ -6,8 +6,9 @@ flag the worst run of each row.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..metrics import expectations
 from .run import Run
@@ -64,12 +65,15 @@ def rtt_text(summary: dict) -> str:
 
 
 def cpu_text(cost: dict | None) -> str:
-    """results.json ``summary.cpu_s_per_mib`` in one line: the agents, the whole lab, the costliest agent."""
+    """results.json ``summary.cpu_s_per_mib`` in one line: the agents, the whole lab, the agents less the
+    kernel's forwarding charged to them, the costliest agent."""
     if not cost or cost.get("agents") is None:
         return "-"
     hosts = {h: v for h, v in cost["hosts"].items() if v is not None}
-    worst = max(hosts, key=hosts.get, default=None)
+    worst = max(hosts, key=lambda host: hosts[host], default=None)
+    own = cost.get("agents_less_softirq")
     return (f"{cost['agents']:.4f} / {cost['lab']:.4f}"
+            + (f", agents less softirq {own:.4f}" if own is not None else "")
             + (f" (costliest agent {worst} {hosts[worst]:.4f})" if worst else ""))
 
 

@@ -11,8 +11,9 @@ import math
 import os
 import reprlib
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, NoReturn
 
 import yaml
 
@@ -135,12 +136,13 @@ class Reader:
             data = {}
         if not isinstance(data, dict):
             self.fail(prefix.rstrip(".") or "(top level)", f"must be a mapping, got {type(data).__name__}")
-        self.data, self.seen = data, set()
+        self.data = data
+        self.seen: set[str] = set()
 
     def key(self, name: str) -> str:
         return f"{self.prefix}{name}"
 
-    def fail(self, key: str, message: str):
+    def fail(self, key: str, message: str) -> NoReturn:
         raise UsageError(one_line(f"{self.source}: {key}: {message}"))
 
     def has(self, name: str) -> bool:
@@ -168,7 +170,7 @@ class Reader:
             return value
         return self.get(name, check, default, what="one of " + ", ".join(allowed))
 
-    def sub(self, name: str) -> "Reader":
+    def sub(self, name: str) -> Reader:
         self.seen.add(name)
         return Reader(self.data.get(name), self.source, f"{self.key(name)}.")
 

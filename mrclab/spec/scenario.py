@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from .. import routing as routing_mod
+from .. import transports
+from ..actions import ACTIONS, LINK, SWITCH
 from ..errors import UsageError
-from ..transport.config import validate_options
 from ..shipped import folder
+from ..transport.config import validate_options
 from ..units import format_rate, format_size, rate_bps, seconds, size_bytes
 from . import topology as topology_mod
 from .reader import (
@@ -34,13 +38,8 @@ from .topology import Topology
 
 SCENARIO_DIR = folder("scenarios")
 
-TRANSPORTS = ("mrc", "single-path", "tcp")
-ROUTINGS = ("static-srv6", "ecmp-reconverge")
 DATAPATHS = ("auto", "ovs", "linux")  # the rows of fabric.datapath, and `auto`
 PATTERNS = ("ring-allreduce", "all-to-all", "incast", "permutation")
-LINK_ACTIONS = ("link_down", "link_up", "loss", "rate", "flap", "blackhole", "restore")
-SWITCH_ACTIONS = ("switch_down", "switch_up")
-ACTIONS = LINK_ACTIONS + SWITCH_ACTIONS
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")  # a scenario name becomes a directory name
 MAX_SEED = (1 << 63) - 1
 MIN_RATE_BPS = 1000
@@ -52,8 +51,8 @@ EXPECTATIONS = ("failed_messages", "max_step_time_ratio", "min_goodput_fraction"
 
 DEFAULTS: dict[str, Any] = {
     "description": "",
-    "transport": "mrc",
-    "routing": "static-srv6",
+    "transport": transports.DEFAULT,
+    "routing": routing_mod.DEFAULT,
     "datapath": "auto",
     "seed": 1,
     "duration_limit": "60s",
@@ -186,7 +185,7 @@ def apply_overrides(data: dict, overrides: list[str], source: str) -> dict:
     return data
 
 
-def load(ref: str | Path, overrides: list[str] = ()) -> Scenario:
+def load(ref: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     path = resolve_path(str(ref))
     if not is_file(path):
         raise UsageError(f"{clip(path)}: no such scenario file")
@@ -241,7 +240,8 @@ def _workload(r: Reader, topo: Topology) -> Workload:
     if not 1 <= message <= 1 << 30:
         w.fail("workload.message", f"must be between 1 byte and 1GiB, got {message}")
     steps = w.get("steps", integer(1, 100000), d["steps"])
-    receiver, senders = None, ()
+    receiver: str | None = None
+    senders: tuple[str, ...] = ()
     if pattern == "incast":
         receiver = w.get("receiver", text, hosts[0])
         if receiver not in hosts:
@@ -256,11 +256,11 @@ def _workload(r: Reader, topo: Topology) -> Workload:
 
 
 def _event(r: Reader, topo: Topology, steps: int, limit_s: float) -> Event:
-    action = r.choice("action", ACTIONS)
+    action = r.choice("action", tuple(ACTIONS))
     target = r.get("target", text)
-    if action in LINK_ACTIONS and not topo.has_link(target):
+    if ACTIONS[action].target == LINK and not topo.has_link(target):
         r.fail(r.key("target"), f"no link {short(target)} in {topo.name} (links are like p0l1-p0s2 or h3-p0l1)")
-    if action in SWITCH_ACTIONS and not topo.has_switch(target):
+    if ACTIONS[action].target == SWITCH and not topo.has_switch(target):
         r.fail(r.key("target"), f"no switch {short(target)} in {topo.name} (switches are like p0l1 or p2s3)")
     if r.has("at") == r.has("at_step"):
         r.fail(r.key("at"), "give exactly one of `at` (a time) and `at_step` (a step number)")
@@ -270,14 +270,24 @@ def _event(r: Reader, topo: Topology, steps: int, limit_s: float) -> Event:
         r.fail(r.key("at"), f"{at_s:g}s is past the run's duration_limit ({limit_s:g}s)")
     if at_step is not None and at_step >= steps:
         r.fail(r.key("at_step"), f"step {at_step} is past the workload's last step ({steps - 1})")
-    loss_probability = link_rate = period = until = None
+    loss_probability, link_rate, period, until = _action_parameters(r, action, at_s, limit_s)
+    r.done(("at", "at_step", "action", "target") + ACTIONS[action].params)
+    return Event(action, target, at_s=at_s, at_step=at_step, loss_probability=loss_probability, rate_bps=link_rate,
+                 period_s=period, until_s=until)
+
+
+def _action_parameters(r: Reader, action: str, at_s: float | None,
+                       limit_s: float) -> tuple[float | None, float | None, float | None, float | None]:
+    """(loss probability, link rate, period, until): what a loss, rate or flap event needs beyond its time and
+    target (each a scenario key: `rate` for the first two)."""
     if action == "loss":
-        loss_probability = r.get("rate", number(0.0, 1.0), what="a drop probability between 0 and 1")
-    elif action == "rate":
+        return r.get("rate", number(0.0, 1.0), what="a drop probability between 0 and 1"), None, None, None
+    if action == "rate":
         link_rate = float(r.get("rate", rate_bps, what="a link rate like 20Mbit"))
         if link_rate < MIN_RATE_BPS:
             r.fail(r.key("rate"), f"must be at least 1Kbit, got {link_rate:g} bit/s")
-    elif action == "flap":
+        return None, link_rate, None, None
+    if action == "flap":
         period = r.get("period", seconds, what="a duration like 200ms")
         until = r.get("until", seconds, what="a time like 8s")
         if period < 0.01:
@@ -287,10 +297,8 @@ def _event(r: Reader, topo: Topology, steps: int, limit_s: float) -> Event:
             r.fail(r.key("until"), f"must be after the flap starts ({start:g}s)")
         if until > limit_s:
             r.fail(r.key("until"), f"{until:g}s is past the run's duration_limit ({limit_s:g}s)")
-    r.done(("at", "at_step", "action", "target")
-           + {"loss": ("rate",), "rate": ("rate",), "flap": ("period", "until")}.get(action, ()))
-    return Event(action, target, at_s=at_s, at_step=at_step, loss_probability=loss_probability, rate_bps=link_rate,
-                 period_s=period, until_s=until)
+        return None, None, period, until
+    return None, None, None, None
 
 
 def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scenario:
@@ -301,8 +309,8 @@ def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scen
                        " it names the results directory")
     description = r.get("description", text_or_empty, DEFAULTS["description"])
     topo = _topology(r, source)
-    transport = r.choice("transport", TRANSPORTS, DEFAULTS["transport"])
-    routing = r.choice("routing", ROUTINGS, DEFAULTS["routing"])
+    transport = r.choice("transport", tuple(transports.TRANSPORTS), DEFAULTS["transport"])
+    routing = r.choice("routing", tuple(routing_mod.ROUTINGS), DEFAULTS["routing"])
     datapath = r.choice("datapath", DATAPATHS, DEFAULTS["datapath"])
     seed = r.get("seed", integer(0, MAX_SEED), DEFAULTS["seed"])
     limit = r.get("duration_limit", seconds, seconds(DEFAULTS["duration_limit"]))
@@ -353,9 +361,10 @@ def _transport_options(r: Reader, transport: str, topo: Topology) -> dict[str, A
     options = r.raw("transport_options", {}) or {}
     if not isinstance(options, dict):
         r.fail("transport_options", "expected a mapping of transport knobs")
-    if transport == "tcp" and options:
-        r.fail("transport_options", f"transport tcp takes no options, got {short(sorted(map(str, options)))}")
-    if transport == "tcp":
+    if not transports.TRANSPORTS[transport].mrc:
+        if options:
+            r.fail("transport_options",
+                   f"transport {transport} takes no options, got {short(sorted(map(str, options)))}")
         return {}
     try:
         return validate_options({str(k): v for k, v in options.items()}, mtu=topo.mtu,

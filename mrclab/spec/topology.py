@@ -20,7 +20,7 @@ TOPOLOGY_DIR = folder("topologies")
 MAX_SWITCHES = 256
 MAX_HOSTS = 64
 
-DEFAULTS = {
+DEFAULTS: dict[str, Any] = {
     "planes": 4, "leaves": 4, "spines": 4, "hosts_per_leaf": 2,
     "links": {"host_rate": "100Mbit", "fabric_rate": "100Mbit", "queue": "64KiB", "mtu": 9000, "trim": True},
 }
@@ -126,7 +126,8 @@ class Topology:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "planes": self.planes, "leaves": self.leaves, "spines": self.spines,
                 "hosts_per_leaf": self.hosts_per_leaf,
-                "links": {"host_rate": format_rate(self.host_rate_bps), "fabric_rate": format_rate(self.fabric_rate_bps),
+                "links": {"host_rate": format_rate(self.host_rate_bps),
+                          "fabric_rate": format_rate(self.fabric_rate_bps),
                           "queue": format_size(self.queue_bytes), "mtu": self.mtu, "trim": self.trim}}
 
 
@@ -138,6 +139,14 @@ def parse_node(name: str) -> tuple[str, int, int] | None:
     if match.group(4) is not None:
         return "host", -1, int(match.group(4))
     return ("leaf" if match.group(2) == "l" else "spine"), int(match.group(1)), int(match.group(3))
+
+
+def node_parts(name: str) -> tuple[str, int, int]:
+    """`parse_node` of a name the fabric itself made (a layout's switch or peer): a bad one is a bug."""
+    parsed = parse_node(name)
+    if parsed is None:
+        raise ValueError(f"not a node name: {name!r}")
+    return parsed
 
 
 def from_mapping(data: Any, source: str, default_name: str = "inline") -> Topology:

@@ -1,51 +1,49 @@
 """Per-connection counters: plain integers the agent sums into ``results.json``."""
 from __future__ import annotations
 
-_FIELDS = (
-    # sending half
-    "data_sent",  # DATA packets put on the wire, retransmissions included
-    "retransmitted",  # of which retransmissions
-    "bytes_sent",  # payload bytes put on the wire, retransmissions included
-    "trimmed",  # trim NACKs received: our packets a switch trimmed
-    "lost",  # transmissions declared lost (RACK or timeout)
-    "timeouts",  # retransmission timer expiries
-    "probes",  # PROBEs sent
-    "probe_replies",  # PROBE_REPLYs received
-    "warm_probes",  # warm-up probes sent (one per path, Connection.warm), not counted in probes
-    "warm_replies",  # ... and their replies
-    "skips",  # EV turns skipped on trim NACK or ECN echo
-    "paths_held",  # paths kept free of new data while a packet on them was overdue (see sender)
-    "ev_retired",  # EVs marked ASSUMED_BAD
-    "ev_restored",  # EVs brought back by probes
-    "paths_retired",  # paths found bad (with ev_path, all their EVs at once; without, each EV is a path)
-    "paths_restored",  # paths brought back by probes
-    "spurious_losses",  # transmissions declared lost that were delivered after all (late, not lost)
-    "retirements_undone",  # bad paths restored at once because the loss that condemned them was spurious
-    "loss_at_min_active",  # losses that could not retire their EV (ev_min_active)
-    "messages_completed",
-    "messages_failed",
-    # receiving half
-    "data_received",  # DATA packets accepted (new, untrimmed)
-    "bytes_received",  # payload bytes placed
-    "duplicates",  # DATA packets already received
-    "nacks",  # trim NACKs sent
-    "sacks",  # SACKs sent
-    "messages_delivered",
-    "bytes_delivered",  # payload of delivered (digest-verified) messages
-    "digest_failures",  # messages complete in length whose digest did not match: never delivered
-    "malformed",  # datagrams that failed to decode or contradicted the connection's state
-)
+from dataclasses import dataclass, fields
 
 
+@dataclass(slots=True, repr=False)
 class Counters:
-    __slots__ = _FIELDS
-
-    def __init__(self) -> None:
-        for name in _FIELDS:
-            setattr(self, name, 0)
+    # sending half
+    data_sent: int = 0  # DATA packets put on the wire, retransmissions included
+    retransmitted: int = 0  # of which retransmissions
+    bytes_sent: int = 0  # payload bytes put on the wire, retransmissions included
+    trimmed: int = 0  # trim NACKs received: our packets a switch trimmed
+    lost: int = 0  # transmissions declared lost (RACK or timeout)
+    timeouts: int = 0  # retransmission timer expiries
+    probes: int = 0  # PROBEs sent
+    probe_replies: int = 0  # PROBE_REPLYs received
+    warm_probes: int = 0  # warm-up probes sent (one per path, Connection.warm), not counted in probes
+    warm_replies: int = 0  # ... and their replies
+    skips: int = 0  # EV turns skipped on trim NACK or ECN echo
+    paths_held: int = 0  # paths kept free of new data while a packet on them was overdue (see sender)
+    ev_retired: int = 0  # EVs marked ASSUMED_BAD
+    ev_restored: int = 0  # EVs brought back by probes
+    paths_retired: int = 0  # paths found bad (with ev_path, all their EVs at once; without, each EV is a path)
+    paths_restored: int = 0  # paths brought back by probes
+    spurious_losses: int = 0  # transmissions declared lost that were delivered after all (late, not lost)
+    retirements_undone: int = 0  # bad paths restored at once because the loss that condemned them was spurious
+    loss_at_min_active: int = 0  # losses that could not retire their EV (ev_min_active)
+    messages_completed: int = 0
+    messages_failed: int = 0
+    # receiving half
+    data_received: int = 0  # DATA packets accepted (new, untrimmed)
+    bytes_received: int = 0  # payload bytes placed
+    duplicates: int = 0  # DATA packets already received
+    nacks: int = 0  # trim NACKs sent
+    sacks: int = 0  # SACKs sent
+    messages_delivered: int = 0
+    bytes_delivered: int = 0  # payload of delivered (digest-verified) messages
+    digest_failures: int = 0  # messages complete in length whose digest did not match: never delivered
+    malformed: int = 0  # datagrams that failed to decode or contradicted the connection's state
 
     def as_dict(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in _FIELDS}
+        return {name: getattr(self, name) for name in FIELDS}
 
     def __repr__(self) -> str:
         return f"Counters({', '.join(f'{k}={v}' for k, v in self.as_dict().items() if v)})"
+
+
+FIELDS = tuple(field.name for field in fields(Counters))

@@ -4,7 +4,7 @@ Every DATA packet carries its message's length, its own offset and the message d
 so the first packet of a message (whichever arrives first) allocates the buffer and
 every packet lands at its offset at once: reordering across paths costs nothing.
 Duplicates are recognised by PSN (a PSN keeps its number through retransmissions).
-A message is delivered when all its bytes are in and its blake2b-64 digest matches;
+A message is delivered when all its bytes are in and its XXH3-64 digest matches;
 a mismatch is reported as failed, never delivered.
 
 SACKs are coalesced: a packet makes one *due* after ``sack_every`` packets, or at once

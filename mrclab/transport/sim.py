@@ -34,7 +34,7 @@ from .wire import DATA, DATA_HEADER_LEN, ECN_CE, IP_UDP_OVERHEAD, trim
 class Link:
     __slots__ = ("name", "rate", "delay", "queue", "trim", "loss", "reorder", "reorder_delay", "dup", "corrupt",
                  "ecn_threshold", "jitter", "blackhole", "busy_until", "last_arrival", "tx_packets", "tx_bytes", "drops",
-                 "trims", "marks")
+                 "trims")
 
     def __init__(self, name: str, rate: float, delay: float = 0.0, queue: int = 65536, trim: bool = True,
                  loss: float = 0.0, reorder: float = 0.0, reorder_delay: float = 0.0, dup: float = 0.0,
@@ -54,7 +54,7 @@ class Link:
         self.blackhole = False
         self.busy_until = 0.0
         self.last_arrival = 0.0
-        self.tx_packets = self.tx_bytes = self.drops = self.trims = self.marks = 0
+        self.tx_packets = self.tx_bytes = self.drops = self.trims = 0
 
     def transmit(self, datagram, now: float, rng: random.Random) -> tuple[float, bytes] | None:
         """When ``datagram`` reaches the far end and what it looks like then; None if it is lost here."""
@@ -80,7 +80,6 @@ class Link:
             if self.ecn_threshold is not None and backlog > self.ecn_threshold:
                 datagram = bytearray(datagram)
                 datagram[3] |= ECN_CE
-                self.marks += 1
             depart = (self.busy_until if self.busy_until > now else now) + elapsed
             self.busy_until = depart
         if self.corrupt and len(datagram) > DATA_HEADER_LEN and rng.random() < self.corrupt:  # a payload bit
@@ -127,7 +126,6 @@ class Network:
         self._heap: list = []
         self._seq = 0
         self._endpoints: dict[tuple, Endpoint] = {}
-        self.events_processed = 0
 
     def at(self, when: float, fn: Callable, *args) -> None:
         """Call ``fn(*args)`` at simulated time ``when`` (faults, workload steps, measurements)."""
@@ -158,7 +156,6 @@ class Network:
             when, _, fn, args = heapq.heappop(heap)
             self.now = when
             fn(*args)
-            self.events_processed += 1
             if stop is not None and stop():
                 return
         self.now = max(self.now, until) if until != float("inf") else self.now

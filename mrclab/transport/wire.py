@@ -25,7 +25,7 @@ DATA (48 bytes, then ``length`` payload bytes; none if TRIMMED)::
     24   2  length       payload bytes of the original packet
     26   2  ev           entropy value (path) the packet was sent on
     28   8  ts           sender timestamp, ns (echoed back for RTT / delay)
-    36   8  digest       blake2b-64 of the whole message, checked end to end
+    36   8  digest       XXH3-64 of the whole message, checked end to end
     44   4  reserved     0
 
 SACK (48 bytes)::
@@ -70,10 +70,11 @@ every decoded packet is a tuple, to keep the per-packet path cheap.
 """
 from __future__ import annotations
 
-import hashlib
 import struct
 from collections.abc import Callable
 from typing import NamedTuple, Union
+
+from xxhash import xxh3_64_intdigest
 
 MRC_UDP_PORT = 4793
 VERSION = 1
@@ -184,8 +185,10 @@ def unwrap(wire_psn: int, near: int) -> int:
 
 
 def message_digest(data: bytes | bytearray | memoryview) -> int:
-    """The 64-bit end-to-end digest of a whole message (blake2b, 8 bytes)."""
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+    """The 64-bit end-to-end digest of a whole message: XXH3-64, a checksum against corruption and misplacement
+    rather than a cryptographic hash, at ~25 GB/s (blake2b's 0.7 GB/s would cost each end ~1.4 ms per MiB,
+    a sixth of an agent's CPU per delivered byte)."""
+    return xxh3_64_intdigest(data)
 
 
 def encode_data_into(buf: bytearray, *, flags: int, conn_id: int, psn: int, msg_id: int, msg_len: int,

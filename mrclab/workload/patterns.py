@@ -27,7 +27,7 @@ def _derangement(hosts: tuple[str, ...], rng: random.Random) -> list[str]:
     while True:
         order = list(hosts)
         rng.shuffle(order)
-        if all(a != b for a, b in zip(hosts, order)):
+        if all(a != b for a, b in zip(hosts, order, strict=True)):
             return order
 
 
@@ -38,16 +38,19 @@ def step_transfers(workload: Workload, step: int, seed: int) -> list[Transfer]:
         return [Transfer(hosts[i], hosts[(i + 1) % n], size) for i in range(n)]
     if workload.pattern == "all-to-all":
         share, extra = divmod(size, n - 1)
-        out = []
+        out: list[Transfer] = []
         for i, src in enumerate(hosts):
             peers = [hosts[(i + k) % n] for k in range(1, n)]
             out.extend(Transfer(src, dst, share + (1 if k < extra else 0)) for k, dst in enumerate(peers))
         return [t for t in out if t.size > 0]
     if workload.pattern == "incast":
-        return [Transfer(src, workload.receiver, size) for src in workload.senders]
+        receiver = workload.receiver
+        if receiver is None:
+            raise ValueError("an incast workload names its receiver")
+        return [Transfer(src, receiver, size) for src in workload.senders]
     if workload.pattern == "permutation":
         rng = random.Random(f"{seed}:{step}")
-        return [Transfer(src, dst, size) for src, dst in zip(hosts, _derangement(hosts, rng))]
+        return [Transfer(src, dst, size) for src, dst in zip(hosts, _derangement(hosts, rng), strict=True)]
     raise ValueError(f"unknown pattern {workload.pattern!r}")
 
 
@@ -58,8 +61,10 @@ def ideal_step_seconds(transfers: list[Transfer], topo: Topology) -> float:
     """
     host_cap = topo.planes * topo.host_rate_bps / 8
     uplink_cap = topo.planes * topo.spines * topo.fabric_rate_bps / 8
-    out_bytes, in_bytes = defaultdict(int), defaultdict(int)
-    leaf_up, leaf_down = defaultdict(int), defaultdict(int)
+    out_bytes: defaultdict[str, int] = defaultdict(int)
+    in_bytes: defaultdict[str, int] = defaultdict(int)
+    leaf_up: defaultdict[int, int] = defaultdict(int)
+    leaf_down: defaultdict[int, int] = defaultdict(int)
     for t in transfers:
         out_bytes[t.src] += t.size
         in_bytes[t.dst] += t.size

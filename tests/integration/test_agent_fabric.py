@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from mrclab.agent.client import AgentClient, command
 from mrclab.agent.seg6 import tcp_ev
+from mrclab.agents import AgentClient, command
 from mrclab.fabric.net import Fabric
 from mrclab.spec import topology
 
@@ -32,7 +32,7 @@ def agents(fabric, tmp_path):
 
     def start(host: int, transport: str = "mrc", options: dict | None = None) -> AgentClient:
         control, log = str(tmp_path / f"h{host}.sock"), str(tmp_path / f"h{host}.log")
-        argv = command(host, PLAN, control, log, transport, TOPO.mtu, options)
+        argv = command(host, PLAN, control=control, log=log, transport=transport, mtu=TOPO.mtu, options=options)
         proc = fabric.host(f"h{host}").popen(argv, stderr=subprocess.PIPE, text=True)
         fabric.state.add_process(proc.pid, f"agent h{host}")
         procs.append(proc)

@@ -56,7 +56,7 @@ def test_smoke_run_with_capture(tmp_path, leftovers):
     assert -0.01 <= min(times) < 1.0 and max(times) <= doc["duration_s"] + 0.01
     # p0l0-p0s1 was cut at step 4: nothing crosses it after the cut (+ one in-flight packet's worth)
     [cut] = [e["t_s"] for e in doc["events"] if e["action"] == "link_down"]
-    late = [t for row, t in zip(data, times) if row[0] == "p0l0-p0s1" and t > cut + 0.05]
+    late = [t for row, t in zip(data, times, strict=True) if row[0] == "p0l0-p0s1" and t > cut + 0.05]
     assert late == []
     # the scapy layer reads the same capture the same way
     packets = rdpcap(str(folder / "h0-p0l0.pcapng"))
@@ -100,7 +100,8 @@ def test_crafted_trimmed_packet_from_a_host_namespace(tmp_path, leftovers):
     with Fabric(topology.load("clos-2p-2l-2s")) as fabric:
         prefix, processes = fabric.state.prefix, fabric.state.processes
         assert fabric.netns_pid("h0") == fabric.host("h0").pid
-        assert fabric.netns_pid("p0l0") == (None if fabric.datapath.name == "ovs" else fabric.switches.netns_pid("p0l0"))
+        own = None if fabric.datapath.name == "ovs" else fabric.switches.netns_pid("p0l0")
+        assert fabric.netns_pid("p0l0") == own
         recording = Recording(Capture(("h0-p0l0", "p0l0-p0s1", "h3-p0l1")), fabric, fabric.state, tmp_path)
         recording.start()
         sent = subprocess.run(["nsenter", f"--net=/proc/{fabric.netns_pid('h0')}/ns/net", sys.executable, "-c",

@@ -174,7 +174,7 @@ def veth(leftovers):
 
 
 def delta(before: PortCounters, after: PortCounters) -> PortCounters:
-    return PortCounters(*(a - b for a, b in zip(after, before)))
+    return PortCounters(*(a - b for a, b in zip(after, before, strict=True)))
 
 
 def run(lab: VethLab, senders: int, pps: float, count: int, **kw) -> tuple[dict, PortCounters]:

@@ -56,9 +56,10 @@ def check_schema(doc: dict) -> None:
 @pytest.mark.parametrize("datapath", ["ovs", "linux"])
 def test_smoke_runs_end_to_end(tmp_path, leftovers, datapath):
     out = tmp_path / "smoke"  # given relative to a folder that is not the checkout: agents must find it
-    proc = subprocess.Popen([sys.executable, "-m", "mrclab", "run", str(REPO / "scenarios/smoke.yaml"), "--out", "smoke",
-                             "--json", "--set", f"datapath={datapath}", "--set", "expect.fidelity_ok=false",
-                             "--set", "expect.max_avoid_s=10s", "--set", "expect.max_step_time_ratio=100"],
+    proc = subprocess.Popen([sys.executable, "-m", "mrclab", "run", str(REPO / "scenarios/smoke.yaml"),
+                             "--out", "smoke", "--json", "--set", f"datapath={datapath}",
+                             "--set", "expect.fidelity_ok=false", "--set", "expect.max_avoid_s=10s",
+                             "--set", "expect.max_step_time_ratio=100"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stdout, stderr = proc.communicate(timeout=120)
     assert stdout, stderr

@@ -5,7 +5,8 @@ import ipaddress
 from collections import Counter
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mrclab import addressing as a
 
@@ -58,3 +59,9 @@ def test_path_address_rejects_out_of_range():
 def test_ev_sets_that_are_multiples_of_the_path_count_cover_every_path_equally(p, rounds):
     counts = Counter(p.ev_path(ev) for ev in range(rounds * p.paths_per_pair))
     assert len(counts) == p.paths_per_pair and set(counts.values()) == {rounds}
+
+
+@given(src=st.integers(0, a.MAX_HOSTS - 1), dst=st.integers(0, a.MAX_HOSTS - 1))
+def test_a_conn_id_names_its_two_hosts(src, dst):
+    conn = a.conn_id(src, dst)
+    assert a.conn_hosts(conn) == (src, dst) and 0 <= conn < 1 << 32

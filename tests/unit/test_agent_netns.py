@@ -16,7 +16,7 @@ import pytest
 from mrclab.addressing import Plan
 from mrclab.agent import backtoback
 from mrclab.agent.backtoback import ip
-from mrclab.agent.client import AgentClient, AgentError, command
+from mrclab.agents import AgentClient, AgentError, command
 from mrclab.runstate import RunState
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,7 +38,8 @@ class BackToBack:
 
     def start(self, host: int, transport: str = "mrc", options: dict | None = None, mtu: int = 9000):
         control, log = str(self.tmp / f"h{host}.sock"), str(self.tmp / f"h{host}.log")
-        argv = ["ip", "netns", "exec", self.ns[host], *command(host, PLAN, control, log, transport, mtu, options)]
+        argv = ["ip", "netns", "exec", self.ns[host],
+                *command(host, PLAN, control=control, log=log, transport=transport, mtu=mtu, options=options)]
         proc = subprocess.Popen(argv, cwd=REPO, stderr=subprocess.PIPE, text=True)
         self.state.add_process(proc.pid, f"agent h{host}")
         self.procs[host] = proc
@@ -94,7 +95,8 @@ def test_two_agents_move_and_verify_messages(net, transport):
         assert stats["cpu_s"] > 0 and stats["base_rtt_s"] > 0
         evs_used = stats["last_send"][str(peer)]
         if transport == "mrc":
-            assert len(evs_used) == 64 and {PLAN.ev_path(int(ev)) for ev in evs_used} == {(0, 0), (0, 1), (1, 0), (1, 1)}
+            assert len(evs_used) == 64
+            assert {PLAN.ev_path(int(ev)) for ev in evs_used} == {(0, 0), (0, 1), (1, 0), (1, 1)}
             states = stats["ev_states"]  # a loaded machine may retire an EV spuriously: only require all in use
             assert sum(states.values()) == 64 and states["UNKNOWN"] == states["DENIED"] == 0
         else:

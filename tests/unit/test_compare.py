@@ -9,7 +9,7 @@ from PIL import Image
 
 from mrclab.report import compare, summary
 from tests.conftest import REPO
-from tests.unit.test_report_fixture import AVOID_S, FAILED_LINK, make_run
+from tests.report_fixture import AVOID_S, FAILED_LINK, make_run
 
 
 def mrclab(*args, cwd=REPO):
@@ -43,7 +43,7 @@ def test_compare_plot_holds_every_run(two_runs, tmp_path):
     fig = compare.figure(runs)
     steps_ax, p100_ax, goodput_ax = fig.axes
     lines = {line.get_label(): line for line in steps_ax.get_lines()}
-    for i, run in enumerate(runs):
+    for run in runs:
         line = lines[run.label]
         assert list(line.get_xdata()) == [s["start_s"] for s in run.results["steps"]]
     assert [bar.get_height() for bar in p100_ax.patches] == pytest.approx(
@@ -131,3 +131,14 @@ def test_cli_compare_needs_a_dir_and_a_writable_plot_path(two_runs, tmp_path):
     assert mrclab("compare").returncode == 2
     result = mrclab("compare", str(two_runs[0]), "--out", str(tmp_path / "nowhere" / "c.png"))
     assert result.returncode == 2 and "nowhere" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_cli_compare_of_runs_in_several_folders_needs_out(two_runs, tmp_path):
+    moved = tmp_path / "elsewhere" / "ecmp"
+    moved.parent.mkdir()
+    two_runs[1].rename(moved)
+    result = mrclab("compare", str(two_runs[0]), str(moved), cwd=tmp_path)
+    assert result.returncode == 2 and "--out" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not list(tmp_path.rglob("compare.png"))
+    result = mrclab("compare", str(two_runs[0]), str(moved), "--out", str(tmp_path / "both.png"), cwd=tmp_path)
+    assert result.returncode == 0 and (tmp_path / "both.png").is_file()

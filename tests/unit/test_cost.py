@@ -31,7 +31,8 @@ def test_meter_counts_the_cpu_a_process_burns_between_start_and_stop():
     assert cost["agents"] == round((used["agent h0"] + used["agent h1"]) / 10, 5)
     assert cost["hosts"]["h0"] == round(used["agent h0"] / 10, 5)
     assert cost["delivered_mib"] == 10
-    assert cpu_text(cost).startswith(f"{cost['agents']:.4f} / {cost['lab']:.4f} (costliest agent h0")
+    assert cpu_text(cost).startswith(f"{cost['agents']:.4f} / {cost['lab']:.4f}, agents less softirq ")
+    assert "(costliest agent h0" in cpu_text(cost)
 
 
 def test_nothing_delivered_gives_no_ratio():
@@ -40,3 +41,21 @@ def test_nothing_delivered_gives_no_ratio():
     meter.stop()
     assert meter.per_mib(0)["agents"] is None
     assert cpu_text(meter.per_mib(0)) == "-" and cpu_text(None) == "-"
+
+
+def test_softirq_charged_to_the_agents_is_taken_from_them_as_a_bound():
+    meter = CpuMeter({})
+    meter.used = {"agent h0": 3.0, "agent h1": 1.0, "ksoftirqd/0": 0.5, "runner": 0.2}
+    meter.softirq = 2.5  # 0.5 of it is ksoftirqd's own: at most 2.0 was charged to the agents
+    cost = meter.per_mib(100 * MIB)
+    assert cost["agents"] == 0.04 and cost["softirq"] == 0.025
+    assert cost["agents_less_softirq"] == 0.02
+    meter.softirq = 9.0  # more than the agents used (softirq served while CPUs idled): never below zero
+    assert meter.per_mib(100 * MIB)["agents_less_softirq"] == 0.0
+    assert "agents less softirq 0.0000" in cpu_text(meter.per_mib(100 * MIB))
+
+
+def test_softirq_seconds_come_from_the_machine_wide_counter():
+    from mrclab.metrics.cost import softirq_s
+    first = softirq_s()
+    assert first > 0 and softirq_s() >= first

@@ -44,9 +44,9 @@ def test_every_packet_type_and_field(tmp_path):
              "mrc.msg_len", "mrc.offset", "mrc.length", "mrc.ev", "mrc.ts", "mrc.digest", "mrc.cum_psn",
              "mrc.sack.base", "mrc.sack.bitmap", "mrc.sack.psn", "mrc.sack.count", "mrc.ack_psn", "mrc.ecn_count",
              "mrc.ts_echo", "mrc.ack_delay", "mrc.nack.reason", "mrc.probe.seq", "mrc.probe.warm", "mrc.payload"]
-    rows = [dict(zip(names, row)) for row in fields(capture, names)]
+    rows = [dict(zip(names, row, strict=True)) for row in fields(capture, names)]
     data, trimmed, sack, nack, probe, reply = rows
-    for row, packet in zip(rows, PACKETS):
+    for row, packet in zip(rows, PACKETS, strict=True):
         assert row["mrc.version"] == "1" and row["mrc.type"] == str(packet[1])
     assert data | {"mrc.payload": ""} == data | {
         "mrc.flags": "0x000a", "mrc.flags.trimmed": "", "mrc.flags.last": "1", "mrc.flags.retx": "",
@@ -65,7 +65,8 @@ def test_every_packet_type_and_field(tmp_path):
     assert sack["mrc.flags.trimmed"] == ""  # DATA's flags are not SACK's
     assert (nack["mrc.psn"], nack["mrc.cum_psn"], nack["mrc.ev"], nack["mrc.nack.reason"], nack["mrc.ts_echo"]) \
         == ("1207", "1200", "9", "1", "555")
-    assert (probe["mrc.ev"], probe["mrc.probe.seq"], probe["mrc.probe.warm"], probe["mrc.ts"]) == ("10", "12", "0", "99")
+    seen = (probe["mrc.ev"], probe["mrc.probe.seq"], probe["mrc.probe.warm"], probe["mrc.ts"])
+    assert seen == ("10", "12", "0", "99")
     assert (reply["mrc.probe.seq"], reply["mrc.probe.warm"], reply["mrc.ts"]) == (str(wire.WARM_SEQ), "1", "98")
 
 

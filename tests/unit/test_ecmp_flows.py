@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from mrclab.addressing import host_usid, usid_prefix
-from mrclab.controller.ecmp_flows import (SLOTS_PER_SPINE, dead_links, entries_for, leaf_members, members,
-                                          reprogram)
+from mrclab.controller.ecmp_flows import SLOTS_PER_SPINE, dead_links, entries_for, leaf_members, members, reprogram
 from mrclab.controller.flows import COOKIE_FORWARD, COOKIE_MISS, Flow
 from mrclab.fabric import layout as layout_mod
 from mrclab.spec.topology import from_mapping
@@ -63,7 +62,7 @@ def test_a_spine_sends_each_host_to_its_leaf_and_the_fabric_has_no_other_entry()
 def test_dead_spines_hand_their_slots_evenly_to_the_live_ones():
     assert members([5, 6, 7, 8], [True] * 4) == (5, 6, 7, 8) * SLOTS_PER_SPINE
     table = members([5, 6, 7, 8], [True, True, False, True])
-    assert [p for p, q in zip(table, (5, 6, 7, 8) * SLOTS_PER_SPINE) if p != q] == [5, 6, 8, 5]
+    assert [p for p, q in zip(table, (5, 6, 7, 8) * SLOTS_PER_SPINE, strict=True) if p != q] == [5, 6, 8, 5]
     assert Counter(table) == {5: 6, 6: 5, 8: 5}
     assert members([3, 4], [False, False]) == (None,) * SLOTS
 

@@ -9,7 +9,7 @@ from itertools import product
 import pytest
 
 from mrclab import addressing
-from mrclab.controller.flows import (COOKIE_MISS, COOKIE_SHIFT, ETH_TYPE_IPV6, IN_PORT, PRIORITY_MISS, flows_for)
+from mrclab.controller.flows import COOKIE_MISS, COOKIE_SHIFT, ETH_TYPE_IPV6, IN_PORT, PRIORITY_MISS, flows_for
 from mrclab.fabric import layout as layout_mod
 from mrclab.spec.topology import from_mapping
 
@@ -56,9 +56,7 @@ def _matches(flow, in_port: int, dst: int) -> bool:
             net, mask = (int(ipaddress.IPv6Address(x)) for x in value)
             if dst & mask != net:
                 return False
-        elif key == "in_port" and value != in_port:
-            return False
-        elif key == "eth_type" and value != ETH_TYPE_IPV6:
+        elif key == "in_port" and value != in_port or key == "eth_type" and value != ETH_TYPE_IPV6:
             return False
     return True
 

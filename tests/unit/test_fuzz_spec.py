@@ -55,7 +55,7 @@ def test_dry_run_over_a_seeded_corpus_exits_0_or_2_with_one_line(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-m", "mrclab", "run", str(p), "--dry-run"], cwd=tmp_path,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in corpus]
     codes = []
-    for path, proc in zip(corpus, procs):
+    for path, proc in zip(corpus, procs, strict=True):
         stdout, stderr = proc.communicate(timeout=120)
         codes.append(proc.returncode)
         assert proc.returncode in (0, 2), (path.name, stderr)

@@ -15,7 +15,6 @@ from tests.conftest import REPO
 from tests.unit.test_spec import BASE, merged
 
 
-
 def refused(path, overrides=(), fragment=""):
     start = time.monotonic()
     with pytest.raises(UsageError) as info:

@@ -29,11 +29,13 @@ def test_wheel_runs_without_a_checkout(tmp_path):
     elsewhere.mkdir()
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import mrclab; assert mrclab.__file__.startswith(sys.argv[1])"
             "; from mrclab.cli import main; sys.argv = ['mrclab', 'topo', 'show', 'clos-2p-2l-2s', '--json']; main()")
-    shown = subprocess.run([sys.executable, "-c", code, str(site)], cwd=elsewhere, capture_output=True, text=True, check=False)
+    shown = subprocess.run([sys.executable, "-c", code, str(site)], cwd=elsewhere, capture_output=True, text=True,
+                           check=False)
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["counts"]["hosts"] == 4
     code = ("import sys; sys.path.insert(0, sys.argv[1]); from mrclab.spec import scenario"
             "; print(scenario.load('smoke').topology.source)")
-    loaded = subprocess.run([sys.executable, "-c", code, str(site)], cwd=elsewhere, capture_output=True, text=True, check=False)
+    loaded = subprocess.run([sys.executable, "-c", code, str(site)], cwd=elsewhere, capture_output=True, text=True,
+                            check=False)
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout.strip() == str(site / "mrclab" / "shipped" / "topologies" / "clos-2p-2l-2s.yaml")

@@ -3,6 +3,8 @@ import os
 import pytest
 
 from mrclab.metrics import avoid, expectations, fidelity
+from mrclab.metrics.outcome import Delivery, EvChange, MessageKey, Outcome, Posted, Step
+from mrclab.routing import ROUTINGS
 from mrclab.spec import topology as topology_mod
 
 TOPO = topology_mod.load("clos-4p-4l-4s")  # 2 hosts per leaf: h0,h1 on leaf 0 ... h6,h7 on leaf 3
@@ -41,11 +43,13 @@ def test_avoid_is_last_affected_send_after_fault():
 
 def test_revive_is_the_first_path_through_the_repair_brought_back():
     hit, miss = ev_for(0, 2), ev_for(1, 2)
-    changes = [{"t_s": 5.2, "host": "h0", "peer": 7, "ev": miss, "old": "ASSUMED_BAD", "new": "GOOD"},  # elsewhere
-               {"t_s": 4.0, "host": "h0", "peer": 7, "ev": hit, "old": "ASSUMED_BAD", "new": "GOOD"},   # before repair
-               {"t_s": 5.3, "host": "h0", "peer": 7, "ev": hit, "old": "GOOD", "new": "ASSUMED_BAD"},
-               {"t_s": 5.45, "host": "h0", "peer": 7, "ev": hit, "old": "ASSUMED_BAD", "new": "GOOD"},
-               {"t_s": 5.6, "host": "h1", "peer": 7, "ev": hit, "old": "ASSUMED_BAD", "new": "GOOD"}]
+    def change(t_s, host, ev, old, new):
+        return EvChange(t_s, host, "h7", ev, 0, "", old, new)
+    changes = [change(5.2, "h0", miss, "ASSUMED_BAD", "GOOD"),  # elsewhere
+               change(4.0, "h0", hit, "ASSUMED_BAD", "GOOD"),   # before repair
+               change(5.3, "h0", hit, "GOOD", "ASSUMED_BAD"),
+               change(5.45, "h0", hit, "ASSUMED_BAD", "GOOD"),
+               change(5.6, "h1", hit, "ASSUMED_BAD", "GOOD")]
     assert avoid.revive_seconds(TOPO, "p0l0-p0s2", 5.0, changes) == pytest.approx(0.45)
     assert avoid.revive_seconds(TOPO, "p3l2-p3s3", 5.0, changes) is None
 
@@ -70,7 +74,7 @@ def test_expectations_pass_and_fail_with_bounds():
     del ecmp["events"][0]["avoid_s"]
     assert expectations.evaluate({"max_avoid_s": 0.05}, ecmp) == [
         {"name": "max_avoid_s", "expected": 0.05, "actual": None, "unit": "s", "ok": False}]
-    assert avoid.measurable("static-srv6") and not avoid.measurable("ecmp-reconverge")
+    assert ROUTINGS["static-srv6"].avoid_measurable and not ROUTINGS["ecmp-reconverge"].avoid_measurable
 
 
 def test_a_check_that_measured_nothing_fails():
@@ -101,62 +105,59 @@ def test_expected_values_carry_their_units():
 
 
 def test_fidelity_verdict():
-    assert fidelity.verdict(40.0, "agent h0/1", 50.0, goodput_fraction=0.3)["ok"]
+    Reason = fidelity.Reason
+    assert fidelity.verdict(40.0, "agent h0/1", 50.0, goodput_fraction=0.3).reasons == ()
     busy = fidelity.verdict(97.0, "agent h0/1", 50.0, goodput_fraction=0.3)
-    assert not busy["ok"] and "machine CPU 97%" in busy["notes"][0] and "30% of line rate" in busy["notes"][0]
+    assert busy.reasons == (Reason.CPU_SET_PACE,) and not busy.to_dict()["ok"]
+    assert "machine CPU 97%" in busy.notes()[0] and "30% of line rate" in busy.notes()[0]
     hot = fidelity.verdict(60.0, "ovs-vswitchd/12", 99.0, goodput_fraction=0.3, saturated_thread="ovs-vswitchd/12",
                            saturated_share=0.8)
-    assert not hot["ok"] and "ovs-vswitchd/12 saturated" in hot["notes"][0]
-    assert "80% of 0.2 s windows" in hot["notes"][0]
+    assert hot.reasons == (Reason.CPU_SET_PACE,) and "ovs-vswitchd/12 saturated" in hot.notes()[0]
+    assert "80% of 0.2 s windows" in hot.notes()[0]
     # busy on average but never saturated: it kept up, with time to spare
     assert fidelity.verdict(60.0, "ovs-vswitchd/12", 78.0, goodput_fraction=0.3, saturated_thread="ovs-vswitchd/12",
-                            saturated_share=0.05)["ok"]
+                            saturated_share=0.05).ok
     # a busy CPU next to a saturated network: the network set the pace
     assert fidelity.verdict(95.0, "ovs-vswitchd/12", 99.0, goodput_fraction=0.85, saturated_thread="ovs-vswitchd/12",
-                            saturated_share=1.0)["ok"]
+                            saturated_share=1.0).ok
 
 
 def test_fidelity_tells_the_emulators_delay_from_the_networks():
     """Per port, data waited 1 ms and SACKs 0.25 ms: over a path's 4 ports and back, 5 ms of the links'
     queueing. With a 4 ms base RTT, a 17 ms mean leaves 8 ms to the emulator: reported, not flagged
     (under half of the RTT); a 19 ms mean leaves 10 ms, more than half: the CPU set the round trip."""
+    Reason = fidelity.Reason
     split = fidelity.latency_split(0.017, 0.004, 0.001, 0.00025)
     assert split == {"rtt_mean_s": 0.017, "base_s": 0.004, "links_s": 0.005, "emulator_s": 0.008}
-    gray = fidelity.verdict(60.0, "ovs-vswitchd/12", 70.0, goodput_fraction=0.5, latency=split)
+    gray = fidelity.verdict(60.0, "ovs-vswitchd/12", 70.0, goodput_fraction=0.5, latency=split).to_dict()
     assert gray["ok"] and gray["latency"] == split and "8.0 ms added by the emulator itself" in gray["notes"][-1]
     cpu = fidelity.verdict(60.0, "ovs-vswitchd/12", 70.0, goodput_fraction=0.5,
                            latency=fidelity.latency_split(0.019, 0.004, 0.001, 0.00025))
-    assert not cpu["ok"] and "set the round trip" in cpu["notes"][0]
+    assert cpu.reasons == (Reason.CPU_SET_ROUND_TRIP,) and "set the round trip" in cpu.notes()[0]
     assert fidelity.latency_split(None, None, 0.0, 0.0) is None  # TCP agents sample no RTTs
     # a machine at 92% whose round trips the links explain still held the workload back (the agents waited
     # for a core), unless the network itself was busy
     explained = fidelity.latency_split(0.0046, 0.0009, 0.0008, 0.0001)
     assert explained["emulator_s"] == 0.0001
     held = fidelity.verdict(92.0, "agent h0/12", 70.0, goodput_fraction=0.5, latency=explained)
-    assert not held["ok"] and "set the pace" in held["notes"][0]
-    assert fidelity.verdict(92.0, "agent h0/12", 70.0, goodput_fraction=0.8, latency=explained)["ok"]
+    assert held.reasons == (Reason.CPU_SET_PACE,) and "set the pace" in held.notes()[0]
+    assert fidelity.verdict(92.0, "agent h0/12", 70.0, goodput_fraction=0.8, latency=explained).ok
     delayed = fidelity.latency_split(0.027, 0.004, 0.001, 0.00025)  # 18 of 27 ms the emulator's
-    assert not fidelity.verdict(92.0, "ovs-vswitchd/12", 70.0, goodput_fraction=0.5, latency=delayed)["ok"]
+    assert fidelity.verdict(92.0, "ovs-vswitchd/12", 70.0, goodput_fraction=0.5, latency=delayed).reasons == (
+        Reason.CPU_SET_PACE, Reason.CPU_SET_ROUND_TRIP)
 
 
-def test_cpu_sampler_sees_a_busy_thread(monkeypatch):
-    """Threads whose CPU time grows with the clock: one at a full core is saturated in every window, one at
-    half a core in none. The ticks are made from the clock, so a busy machine cannot change the verdict."""
-    import time
-
-    start = time.monotonic()
-
-    def ticks(pids):
-        elapsed = time.monotonic() - start
-        return {"test/1": int(fidelity.TICKS * elapsed), "test/2": int(fidelity.TICKS * elapsed / 2)}
-
-    monkeypatch.setattr(fidelity, "_thread_ticks", ticks)
-    sampler = fidelity.CpuSampler({1: "test"})
-    sampler.start()
-    time.sleep(5 * fidelity.WINDOW_S)
-    result = sampler.stop()
-    assert result["hottest_thread"] == "test/1" and result["hottest_thread_pct"] > 90
-    assert result["saturated_thread"] == "test/1" and result["saturated_share"] >= 0.75
+def test_saturation_counts_the_windows_a_thread_was_saturated():
+    """Readings one window apart of threads whose CPU time grows with the clock: one at a full core is saturated
+    in every window, one at half a core in none; a thread born mid-run starts counting at its first reading."""
+    saturation = fidelity.Saturation()
+    for i in range(6):
+        t = i * fidelity.WINDOW_S
+        ticks = {"test/1": int(fidelity.TICKS * t), "test/2": int(fidelity.TICKS * t / 2)}
+        saturation.observe(t, ticks if i < 3 else {**ticks, "test/3": int(fidelity.TICKS * t)})
+    assert saturation.windows == 5 and saturation.saturated == {"test/1": 5, "test/3": 2}
+    assert saturation.worst(default="x") == ("test/1", 1.0)
+    assert fidelity.Saturation().worst(default="test/2") == ("test/2", 0.0)
 
 
 def test_thread_ticks_reads_every_thread_of_a_process():
@@ -176,15 +177,15 @@ def test_thread_ticks_reads_every_thread_of_a_process():
 
 def test_fidelity_flags_packets_the_emulator_dropped():
     v = fidelity.verdict(30.0, "agent h0/1", 20.0, emulator_drops=12)
-    assert not v["ok"] and v["emulator_drops"] == 12 and "dropped 12 packets" in v["notes"][0]
+    assert v.reasons == (fidelity.Reason.EMULATOR_DROPS,) and v.to_dict()["emulator_drops"] == 12
+    assert "dropped 12 packets" in v.notes()[0]
 
 
 def test_a_message_still_out_when_the_run_stops_counts_as_failed():
     from mrclab.metrics import results as results_mod
-    from mrclab.runner import Outcome
-    o = Outcome(t0=0.0, t_end=1.0, steps=[{"index": 0, "start_s": 0.0, "duration_s": 0.5}], ideal_s=[0.25])
-    o.posted = {(1, 0): 100, (2, 0): 100, (3, 0): 100}
-    o.delivered = {(1, 0): (0.5, 100, True), (3, 0): (0.6, 100, True)}
+    o = Outcome(t0=0.0, t_end=1.0, steps=[Step(0, 0.0, 0.5)], ideal_s=[0.25])
+    o.posted = {MessageKey(c, 0): Posted(100, 0.0) for c in (1, 2, 3)}
+    o.delivered = {(1, 0): Delivery(0.5, 100, True), (3, 0): Delivery(0.6, 100, True)}
     o.completed = {(1, 0): 0.7}     # (3, 0) delivered but never acknowledged: still out
     o.failed = {(2, 0): "retries_exhausted"}
     assert [o.status(k) for k in sorted(o.posted)] == ["completed", "failed", "unfinished"]
@@ -199,7 +200,6 @@ def test_loaded_rtt_percentiles_come_from_every_agents_samples():
     """Two agents' RTT histograms add up: 90 samples at 2 ms on one, 10 at 40 ms on the other, so the
     run's median is 2 ms and its p99 40 ms, each within a bucket's half width (2.2%)."""
     from mrclab.metrics import results as results_mod
-    from mrclab.runner import Outcome
     from mrclab.transport.cc import RttEstimator
     agents = {}
     for host, (rtt, n) in {"h0": (0.002, 90), "h1": (0.040, 10)}.items():
@@ -207,7 +207,7 @@ def test_loaded_rtt_percentiles_come_from_every_agents_samples():
         for _ in range(n):
             est.update(rtt)
         agents[host] = {"base_rtt_s": est.min_rtt, "rtt_hist": {str(b): c for b, c in est.hist.items()}}
-    o = Outcome(t0=0.0, t_end=1.0, steps=[{"index": 0, "start_s": 0.0, "duration_s": 0.5}], ideal_s=[0.25])
+    o = Outcome(t0=0.0, t_end=1.0, steps=[Step(0, 0.0, 0.5)], ideal_s=[0.25])
     s = results_mod.summary(o, agents)
     assert s["rtt_p50_s"] == pytest.approx(0.002, rel=0.022) and s["rtt_p99_s"] == pytest.approx(0.040, rel=0.022)
     assert results_mod.summary(o, {})["rtt_p50_s"] is None  # no MRC samples (TCP agents): not known
@@ -216,10 +216,10 @@ def test_loaded_rtt_percentiles_come_from_every_agents_samples():
 def test_fidelity_names_busy_processes_outside_the_lab():
     """Advice names what else ran, instead of asking for fewer hosts; an ok verdict does not contradict itself."""
     outside = [{"pid": 4242, "name": "make", "cpu_pct": 80.0}]
-    busy = fidelity.verdict(97.0, "agent h0/1", 50.0, goodput_fraction=0.3, outside=outside)
+    busy = fidelity.verdict(97.0, "agent h0/1", 50.0, goodput_fraction=0.3, outside=outside).to_dict()
     assert not busy["ok"] and "stop what else runs on this machine (make (pid 4242) 80%)" in busy["notes"][0]
     assert "fewer hosts" not in busy["notes"][0] and busy["outside_processes"] == outside
-    ok = fidelity.verdict(40.0, "ovs-vswitchd/12", 50.0, goodput_fraction=0.28)
+    ok = fidelity.verdict(40.0, "ovs-vswitchd/12", 50.0, goodput_fraction=0.28).to_dict()
     assert ok["ok"] and "no sign that the CPU limited this run" in ok["notes"][0]
     assert "not the CPU, set the pace" not in " ".join(ok["notes"])
 

@@ -56,7 +56,8 @@ def test_vagrant_ssh_config(provider, host, port, key):
 
 def test_vagrant_target_runs_vagrant_ssh_config(tmp_path, monkeypatch):
     fake = tmp_path / "vagrant"
-    fake.write_text(f"#!/bin/sh\n[ \"$1\" = ssh-config ] && exec cat {DATA}/vagrant-ssh-config-virtualbox.txt\nexit 1\n")
+    fake.write_text(f"#!/bin/sh\n[ \"$1\" = ssh-config ] && exec cat {DATA}/vagrant-ssh-config-virtualbox.txt\n"
+                    "exit 1\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     assert target.parse("vagrant").port == 2222
@@ -118,8 +119,8 @@ def test_progress_file_is_not_followed_through_a_link(tmp_path):
 
 
 def mrclab(*args):
-    return subprocess.run([sys.executable, "-m", "mrclab", *args], capture_output=True, text=True, cwd=REPO, check=False,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(REPO / "tests")})
+    return subprocess.run([sys.executable, "-m", "mrclab", *args], capture_output=True, text=True, cwd=REPO,
+                          check=False, env={"PATH": "/usr/bin:/bin", "HOME": str(REPO / "tests")})
 
 
 @pytest.mark.parametrize("args,fragment", [

@@ -14,7 +14,7 @@ from mrclab.metrics import expectations
 from mrclab.report import PLOTS, plots, write_report
 from mrclab.report.run import load
 from tests.conftest import REPO
-from tests.unit.test_report_fixture import AVOID_S, CLEAR_AT, FAILED_LINK, FAULT_AT, RECOVERY, make_run
+from tests.report_fixture import AVOID_S, BASE_STEP_S, CLEAR_AT, FAILED_LINK, FAULT_AT, RECOVERY, STEPS, make_run
 
 
 def mrclab(*args):
@@ -88,7 +88,7 @@ def test_step_time_plot_is_steps_csv(mrc_dir):
 def test_utilisation_grid_is_the_link_counters(mrc_dir):
     run = load(mrc_dir)
     wall = run.results["summary"]["workload_time_s"]
-    links = {(l["from"], l["to"]): l for l in run.results["links"]}
+    links = {(link["from"], link["to"]): link for link in run.results["links"]}
     grids = plots.utilisation_grids(run)
     assert len(grids) == 4 * 2
     up = links[("p0l1", "p0s2")]
@@ -158,7 +158,7 @@ def test_time_plots_follow_the_exact_event_times(mrc_dir):
     retx = next(line for line in ax.get_lines() if line.get_label().startswith("retransmitted"))
     width = plots.recovery_bin_s(run)
     assert width <= run.results["summary"]["step_time_s"]["p50"] / 4
-    assert max(y for x, y in zip(retx.get_xdata(), retx.get_ydata()) if x + width <= FAULT_AT) == 0
+    assert max(y for x, y in zip(retx.get_xdata(), retx.get_ydata(), strict=True) if x + width <= FAULT_AT) == 0
     assert _at(retx, FAULT_AT + 0.002) == pytest.approx(12 / width)
 
 
@@ -267,4 +267,19 @@ def test_titles_fit_their_figures(tmp_path):
         titles = [ax.title for ax in fig.axes if ax.get_title()] + ([fig._suptitle] if fig._suptitle else [])
         for title in titles:
             box = title.get_window_extent()
-            assert 0 <= box.x0 and box.x1 <= fig.bbox.x1, (build.__name__, title.get_text())
+            assert box.x0 >= 0 and box.x1 <= fig.bbox.x1, (build.__name__, title.get_text())
+
+
+def test_fixture_reads_back_like_a_run(tmp_path):
+    """The fabricated directory is a valid v1 run: it loads, and its parts agree with each other."""
+    doc = make_run(tmp_path / "run")
+    run = load(tmp_path / "run")
+    assert run.results == doc
+    assert run.link_rate_bps("fabric_rate") == 100e6
+    assert len(run.messages) == STEPS * 8 and all(m.completion_s > 0 for m in run.messages)
+    slowest = max(doc["steps"], key=lambda s: s["duration_s"])
+    assert FAULT_AT - BASE_STEP_S * 1.1 < slowest["start_s"] <= FAULT_AT + 0.002   # the step the fault hit
+    assert doc["summary"]["packets"]["trimmed"] > 0
+    assert all(c["ok"] for c in doc["expectations"])   # MRC rides out the failure
+    ecmp = make_run(tmp_path / "ecmp", kind="ecmp")
+    assert {c["name"] for c in ecmp["expectations"] if not c["ok"]} == {"max_step_time_ratio"}

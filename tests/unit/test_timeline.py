@@ -5,7 +5,8 @@ from mrclab.timeline import step_actions, timed_actions
 def test_flap_toggles_and_ends_up():
     actions = timed_actions((Event("flap", "p0l0-p0s0", at_s=2.0, period_s=0.2, until_s=2.5),))
     assert [(round(a.t_s, 3), a.action) for a in actions] == [
-        (2.0, "link_down"), (2.1, "link_up"), (2.2, "link_down"), (2.3, "link_up"), (2.4, "link_down"), (2.5, "link_up")]
+        (2.0, "link_down"), (2.1, "link_up"), (2.2, "link_down"), (2.3, "link_up"), (2.4, "link_down"),
+        (2.5, "link_up")]
 
 
 def test_actions_are_time_ordered_and_step_events_wait_for_their_step():

@@ -3,12 +3,14 @@ import pytest
 from mrclab.units import format_rate, format_size, rate_bps, seconds, size_bytes
 
 
-@pytest.mark.parametrize("text,expected", [("64KiB", 65536), ("1MiB", 1 << 20), (1500, 1500), ("2 GiB", 2 << 30), ("10kb", 10000)])
+@pytest.mark.parametrize("text,expected",
+                         [("64KiB", 65536), ("1MiB", 1 << 20), (1500, 1500), ("2 GiB", 2 << 30), ("10kb", 10000)])
 def test_sizes(text, expected):
     assert size_bytes(text) == expected
 
 
-@pytest.mark.parametrize("text,expected", [("100Mbit", 100_000_000), ("1Gbit", 10**9), ("20Mbit", 20_000_000), ("512Kbit", 512_000)])
+@pytest.mark.parametrize("text,expected",
+                         [("100Mbit", 100_000_000), ("1Gbit", 10**9), ("20Mbit", 20_000_000), ("512Kbit", 512_000)])
 def test_rates(text, expected):
     assert rate_bps(text) == expected
 

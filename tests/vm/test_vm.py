@@ -53,7 +53,8 @@ def test_topo_verify_there(vm):
     result = mrclab("vm", "ssh", "mrclab", "topo", "verify", "clos-2p-2l-2s", "--json")
     doc = json.loads(result.stdout)
     print({k: doc[k] for k in ("datapath", "paths", "ok_paths", "timings_s")})
-    assert result.returncode == 0 and doc["ok"] and doc["ok_paths"] == doc["paths"] == 48   # 4 hosts: 12 pairs x 2 planes x 2 spines
+    # 4 hosts: 12 pairs x 2 planes x 2 spines
+    assert result.returncode == 0 and doc["ok"] and doc["ok_paths"] == doc["paths"] == 48
 
 
 def test_smoke_through_target_vm(vm):

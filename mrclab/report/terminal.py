@@ -1,0 +1,65 @@
+"""What `mrclab run` prints when a run ends: the key figures first, so they fit one 80x24 screen."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..metrics import expectations
+from ..units import format_bytes, format_seconds
+from .summary import actual_text, cpu_text, rtt_text, verdict_text
+
+
+def print_run(doc: dict, target: Path, *, out: Console, err: Console) -> None:
+    """The key figures first, so they fit one 80x24 screen; then the expectations, then the notes."""
+    for u in doc.get("unfired_events", []):
+        err.print(f"[yellow]event {u['event_index']} ({u['action']} {u['target']} at {u['t_s']:g} s) never fired: "
+                  f"the workload ended at {doc['duration_s']:g} s[/yellow]", soft_wrap=True)
+    s, st = doc["summary"], doc["summary"]["step_time_s"]
+    overrides = " ".join(f"{k}={v}" for k, v in doc.get("overrides", {}).items())
+    out.print(f"[bold]{escape(doc['scenario']['name'])}[/]: {doc['transport']} over {doc['routing']} on "
+              f"{doc['topology']['name']} ({doc.get('datapath', '?')})"
+              + (f"  [dim](--set {escape(overrides)})[/]" if overrides else ""),
+              soft_wrap=True)
+    m, b, p = s["messages"], s["bytes"], s["packets"]
+    verified = "all verified" if b["verified"] == b["delivered"] else f"{format_bytes(b['verified'])} verified"
+    tail = f" ({st['p100'] / st['p50']:.2f}x p50)" if st["p50"] else ""
+    rows = [("step time", f"p50 {format_seconds(st['p50'])} · p100 {format_seconds(st['p100'])}{tail}"
+                          f" · {len(doc['steps'])} steps"),
+            ("goodput", f"{s['goodput_bps'] / 1e6:.1f} Mbit/s, {s['goodput_fraction'] * 100:.0f}% of ideal"),
+            ("messages", (f"{m['sent']} sent · [{'red' if m['failed'] else 'green'}]{m['failed']} failed[/] · "
+                          f"{format_bytes(b['delivered'])} delivered, {verified}"))]
+    rows += [(key, ("not measured" if e[key] is None else format_seconds(e[key]))
+              + f" ({e['action']} {e['target']} @{e['t_s']:.2f} s)")
+             for e in doc["events"] for key in ("avoid_s", "revive_s") if key in e]
+    fid = doc["fidelity"]
+    drops = {k.removesuffix("_drops"): n for k, n in s.get("link_drops", {}).items() if n}
+    rows += [("fidelity", "[green]ok[/]" if fid["ok"] else "[red bold]NOT OK[/] (see the notes)"),
+             ("packets", (f"data {p['data_sent']} · retx {p['retransmitted']} · trimmed {p['trimmed']} · "
+                          f"timeouts {p['timeouts']}")),
+             ("link drops", " · ".join(f"{k} {n}" for k, n in drops.items()) or "none"),
+             ("RTT", rtt_text(s)),
+             ("CPU s/MiB", "agents / lab " + cpu_text(s.get("cpu_s_per_mib"))),
+             ("flow-mods", f"{doc['controller']['flow_mods_after_boot']} after boot")]
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for name, value in rows:
+        table.add_row(name, value)
+    out.print(table)
+    if doc["expectations"]:
+        checks = Table(box=None, show_header=False, pad_edge=False, title="expectations", title_justify="left")
+        for _ in range(3):
+            checks.add_column(overflow="fold")
+        colours = {True: "green", False: "red bold"}
+        for c in doc["expectations"]:
+            checks.add_row(f"[{colours.get(c['ok'], 'dim')}]{escape(verdict_text(c))}[/]", c["name"],
+                           f"{actual_text(c)} (expected {expectations.bound_text(c)})")
+        out.print(checks)
+    if fid["notes"]:
+        out.print("[bold]notes[/]")
+        for note in fid["notes"]:
+            out.print(f"- {escape(note)}")
+    out.print(f"results in {target}/", soft_wrap=True)
