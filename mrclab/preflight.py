@@ -39,7 +39,8 @@ def plan(scenario: Scenario) -> dict[str, Any]:
     """The resolved scenario, its estimated length and every fabric action of its timeline, in order."""
     ideal, latest = estimated_length(scenario)
     timed = [{"at": f"{a.t_s:g}s", "action": a.action, "target": a.target, "event": a.event_index,
-              **({"rate": a.rate_field} if a.rate_field is not None else {})} for a in timeline.timed_actions(scenario.events)]
+              **({"rate": a.rate_field} if a.rate_field is not None else {})}
+             for a in timeline.timed_actions(scenario.events)]
     stepped = [{"at_step": e.at_step, "action": e.action, "target": e.target, "event": i,
                 **({"actions": sum(1 for _ in timeline.step_actions((e,), e.at_step, 0.0))}
                    if e.action == "flap" else {})}

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ..units import seconds, size_bytes
 from .wire import DATA_HEADER_LEN, ETHERNET_HEADER, IP_UDP_OVERHEAD, MAX_PAYLOAD

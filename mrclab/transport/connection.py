@@ -14,7 +14,7 @@ own PSN space (the sending half is :mod:`.sender`, the receiving half :mod:`.rec
 """
 from __future__ import annotations
 
-from typing import Callable, Hashable
+from collections.abc import Callable, Hashable
 
 from .config import TransportConfig
 from .counters import Counters

@@ -51,9 +51,10 @@ class MRCData(Packet):
     """DATA header; the payload (none once TRIMMED) follows as Raw. `length` defaults to the payload's."""
 
     name = "MRC DATA"
-    fields_desc: ClassVar[list] = [IntField("conn_id", 0), IntField("psn", 0), IntField("msg_id", 0), IntField("msg_len", None),
-                   IntField("offset", 0), ShortField("length", None), ShortField("ev", 0), LongField("ts", 0),
-                   XLongField("digest", 0), XIntField("reserved", 0)]
+    fields_desc: ClassVar[list] = [
+        IntField("conn_id", 0), IntField("psn", 0), IntField("msg_id", 0), IntField("msg_len", None),
+        IntField("offset", 0), ShortField("length", None), ShortField("ev", 0), LongField("ts", 0),
+        XLongField("digest", 0), XIntField("reserved", 0)]
 
     def post_build(self, pkt: bytes, pay: bytes) -> bytes:
         length = len(pay) if self.length is None else self.length
@@ -63,9 +64,10 @@ class MRCData(Packet):
 
 class MRCSack(Packet):
     name = "MRC SACK"
-    fields_desc: ClassVar[list] = [IntField("conn_id", 0), IntField("cum_psn", 0), IntField("sack_base", 0), XLongField("bitmap", 0),
-                   IntField("ack_psn", 0), ShortField("ev", 0), ShortField("ecn_count", 0), LongField("ts_echo", 0),
-                   IntField("ack_delay", 0), XIntField("reserved", 0)]
+    fields_desc: ClassVar[list] = [
+        IntField("conn_id", 0), IntField("cum_psn", 0), IntField("sack_base", 0), XLongField("bitmap", 0),
+        IntField("ack_psn", 0), ShortField("ev", 0), ShortField("ecn_count", 0), LongField("ts_echo", 0),
+        IntField("ack_delay", 0), XIntField("reserved", 0)]
 
     def sacked(self) -> list[int]:
         """PSNs the bitmap says arrived."""
@@ -74,9 +76,10 @@ class MRCSack(Packet):
 
 class MRCNack(Packet):
     name = "MRC NACK"
-    fields_desc: ClassVar[list] = [IntField("conn_id", 0), IntField("psn", 0), IntField("cum_psn", 0), ShortField("ev", 0),
-                   ByteEnumField("reason", wire.NACK_TRIMMED, {wire.NACK_TRIMMED: "TRIMMED"}), ByteField("reserved", 0),
-                   LongField("ts_echo", 0)]
+    fields_desc: ClassVar[list] = [
+        IntField("conn_id", 0), IntField("psn", 0), IntField("cum_psn", 0), ShortField("ev", 0),
+        ByteEnumField("reason", wire.NACK_TRIMMED, {wire.NACK_TRIMMED: "TRIMMED"}), ByteField("reserved", 0),
+        LongField("ts_echo", 0)]
 
 
 class MRCProbe(Packet):

@@ -56,8 +56,22 @@ from .config import TransportConfig
 from .counters import Counters
 from .ev import Ev, EvSet
 from .events import MessageCompleted, MessageFailed
-from .wire import DATA_HEADER_LEN, DUP_ECHO, ECN_ECHO, LAST, RETX, SACK_BITS, WARM_SEQ, Nack, ProbeReply, \
-    Sack, encode_data_into, encode_probe, message_digest, unwrap
+from .wire import (
+    DATA_HEADER_LEN,
+    DUP_ECHO,
+    ECN_ECHO,
+    LAST,
+    RETX,
+    SACK_BITS,
+    WARM_SEQ,
+    Nack,
+    ProbeReply,
+    Sack,
+    encode_data_into,
+    encode_probe,
+    message_digest,
+    unwrap,
+)
 
 _INFLIGHT, _LOST, _ACKED, _DONE = range(4)
 _U32 = 0xFFFFFFFF

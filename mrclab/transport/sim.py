@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import heapq
 import random
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ..addressing import Plan
 from .config import TransportConfig
@@ -33,8 +33,8 @@ from .wire import DATA, DATA_HEADER_LEN, ECN_CE, IP_UDP_OVERHEAD, trim
 
 class Link:
     __slots__ = ("name", "rate", "delay", "queue", "trim", "loss", "reorder", "reorder_delay", "dup", "corrupt",
-                 "ecn_threshold", "jitter", "blackhole", "busy_until", "last_arrival", "tx_packets", "tx_bytes", "drops",
-                 "trims")
+                 "ecn_threshold", "jitter", "blackhole", "busy_until", "last_arrival", "tx_packets", "tx_bytes",
+                 "drops", "trims")
 
     def __init__(self, name: str, rate: float, delay: float = 0.0, queue: int = 65536, trim: bool = True,
                  loss: float = 0.0, reorder: float = 0.0, reorder_delay: float = 0.0, dup: float = 0.0,

@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 from xxhash import xxh3_64_intdigest
 
@@ -175,7 +175,7 @@ class ProbeReply(NamedTuple):
     ts: int
 
 
-Packet = Union[Data, Sack, Nack, Probe, ProbeReply]
+Packet = Data | Sack | Nack | Probe | ProbeReply
 
 
 def unwrap(wire_psn: int, near: int) -> int:

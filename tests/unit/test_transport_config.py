@@ -12,7 +12,8 @@ def test_defaults_are_valid_and_fit_the_lab_mtu():
 
 
 def test_from_options_sets_known_keys_and_widens_ints_to_floats():
-    c = TransportConfig.from_options({"ev_count": 16, "probe_interval": 1, "probe_interval_max": 2, "single_path": True})
+    c = TransportConfig.from_options({"ev_count": 16, "probe_interval": 1, "probe_interval_max": 2,
+                                      "single_path": True})
     assert (c.ev_count, c.probe_interval, c.probe_interval_max, c.single_path) == (16, 1.0, 2.0, True)
     assert TransportConfig.from_options(None) == TransportConfig()
 

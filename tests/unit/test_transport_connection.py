@@ -1,8 +1,15 @@
 """Connection driven by hand, packet by packet: the protocol rules one at a time."""
 import pytest
 
-from mrclab.transport import Connection, EvState, MessageCompleted, MessageDelivered, MessageFailed, \
-    TransportConfig, wire
+from mrclab.transport import (
+    Connection,
+    EvState,
+    MessageCompleted,
+    MessageDelivered,
+    MessageFailed,
+    TransportConfig,
+    wire,
+)
 
 PLANES = 4
 
@@ -25,7 +32,7 @@ def exchange(a, b, now, tamper=lambda ev, d: d, rounds=50):
             if d is not None:
                 b.receive(d, None, now)
                 moved = True
-        for ev, d in b.datagrams_to_send(now):
+        for _, d in b.datagrams_to_send(now):
             a.receive(d, None, now)
             moved = True
         if not moved:
@@ -263,7 +270,7 @@ def test_a_bad_path_gets_one_probe_per_interval_and_comes_back_whole():
                 a.receive(reply, None, t)
         t = a.next_timer()
     assert len(probes) == 3 and all(path_of(pev) == path_of(ev) for _, pev in probes)
-    assert [round(t2 - t1, 6) for (t1, _), (t2, _) in zip(probes, probes[1:])] == [0.005, 0.005]
+    assert [round(t2 - t1, 6) for (t1, _), (t2, _) in zip(probes, probes[1:], strict=False)] == [0.005, 0.005]
     assert {a.ev_state(e) for e in same} == {EvState.GOOD} and a.counters.paths_restored == 1
 
 
@@ -355,7 +362,7 @@ def paced_send_times(packets, share=1.0):
 def test_the_pacer_sends_a_bucket_at_once_then_at_its_rate_and_wakes_itself_up():
     sent = paced_send_times(10)  # one packet per 10 ms after a bucket of two
     assert sent[:2] == [5.0, 5.0]
-    gaps = [round(b - a_, 6) for a_, b in zip(sent[1:], sent[2:])]
+    gaps = [round(b - a_, 6) for a_, b in zip(sent[1:], sent[2:], strict=False)]
     assert gaps == [0.01] * 8
 
 

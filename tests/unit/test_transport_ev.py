@@ -1,10 +1,21 @@
 """EvSet alone: every EV and path transition, one named operation at a time."""
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mrclab.transport.counters import Counters
-from mrclab.transport.ev import ASSUMED_BAD, DENIED, GOOD, SKIP, TRANSITIONS, UNKNOWN, USABLE, EvSet, EvState, \
-    latest_delay
+from mrclab.transport.ev import (
+    ASSUMED_BAD,
+    DENIED,
+    GOOD,
+    SKIP,
+    TRANSITIONS,
+    UNKNOWN,
+    USABLE,
+    EvSet,
+    EvState,
+    latest_delay,
+)
 
 PLANES = 4
 

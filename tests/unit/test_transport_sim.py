@@ -1,6 +1,7 @@
 """The protocol against a simulated multi-plane Clos: loss, reordering, duplication, trimming, failures, CC."""
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mrclab.addressing import Plan
 from mrclab.transport import EvState, MessageDelivered, TransportConfig
@@ -16,7 +17,8 @@ def fabric(planes=4, spines=4, hosts=8, seed=1, **link_options):
 
 
 def connect(net, plan, src, dst, conn_id=1, evs=128, paths=True, **options):
-    """As the agent does under SRv6: the connection knows each EV's path (``paths=False``: it does not, as under ECMP)."""
+    """As the agent does under SRv6: the connection knows each EV's path (``paths=False``: it does not, as under
+    ECMP)."""
     return net.connect(src, dst, conn_id, list(range(evs)), lambda ev: plan.ev_path(ev)[0], TransportConfig(**options),
                        plan.ev_path if paths else None)
 
@@ -167,7 +169,7 @@ def test_flows_sharing_a_bottleneck_share_it_fairly(planes):
     snap = {}
     net.at(0.3, lambda: snap.setdefault(0, [b.conn.counters.bytes_received for _, b in flows]))
     net.run(until=1.0)
-    rates = [b.conn.counters.bytes_received - s for (_, b), s in zip(flows, snap[0])]
+    rates = [b.conn.counters.bytes_received - s for (_, b), s in zip(flows, snap[0], strict=True)]
     assert jain(rates) >= 0.9
     assert sum(rates) * 8 / 0.7 >= 0.9 * planes * RATE
 
