@@ -30,13 +30,15 @@ class Action:
 def _expand(event: Event, start: float) -> list[tuple[float, str]]:
     if event.action != "flap":
         return [(start, event.action)]
-    out, t, down = [], start, True
-    while t < event.until_s - 1e-9:
+    period, until = event.flap_timing
+    out: list[tuple[float, str]] = []
+    t, down = start, True
+    while t < until - 1e-9:
         out.append((t, "link_down" if down else "link_up"))
-        t += event.period_s / 2
+        t += period / 2
         down = not down
     if not down:  # it was left down: bring it back at `until`
-        out.append((event.until_s, "link_up"))
+        out.append((until, "link_up"))
     return out
 
 
@@ -47,7 +49,7 @@ def _action(t: float, order: int, action: str, event: Event, index: int) -> Acti
 
 
 def timed_actions(events: tuple[Event, ...]) -> list[Action]:
-    actions = []
+    actions: list[Action] = []
     for index, event in enumerate(events):
         if event.at_s is not None:
             actions.extend(_action(t, len(actions), a, event, index) for t, a in _expand(event, event.at_s))
@@ -56,12 +58,13 @@ def timed_actions(events: tuple[Event, ...]) -> list[Action]:
 
 def step_actions(events: tuple[Event, ...], step: int, now_s: float) -> list[Action]:
     """Actions of the `at_step: step` events, placed at `now_s` (flaps run on from there)."""
-    actions = []
+    actions: list[Action] = []
     for index, event in enumerate(events):
         if event.at_step == step:
             if event.action == "flap":
-                span = event.until_s - (event.at_s or 0.0)
-                shifted = Event("flap", event.target, at_s=now_s, period_s=event.period_s, until_s=now_s + span)
+                period, until = event.flap_timing
+                span = until - (event.at_s or 0.0)
+                shifted = Event("flap", event.target, at_s=now_s, period_s=period, until_s=now_s + span)
                 actions.extend(_action(t, index * 1000 + i, a, shifted, index)
                                for i, (t, a) in enumerate(_expand(shifted, now_s)))
             else:

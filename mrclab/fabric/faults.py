@@ -82,6 +82,8 @@ class Faults:
         if action == "loss":
             self.loss(target, loss_probability or 0.0)
         elif action == "rate":
+            if rate_bps is None:
+                raise ValueError("a rate action needs rate_bps")
             self.rate(target, int(rate_bps))
         elif action == "blackhole":
             self.blackhole(target, True)

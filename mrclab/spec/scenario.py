@@ -88,15 +88,23 @@ class Event:
     period_s: float | None = None          # flap
     until_s: float | None = None           # flap
 
+    @property
+    def flap_timing(self) -> tuple[float, float]:
+        """(period_s, until_s) of a flap, which has both."""
+        if self.period_s is None or self.until_s is None:
+            raise ValueError(f"a {self.action} event has no flap period and end")
+        return self.period_s, self.until_s
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"at": f"{self.at_s:g}s"} if self.at_s is not None else {"at_step": self.at_step}
         out.update(action=self.action, target=self.target)
         if self.action == "loss":
             out["rate"] = self.loss_probability
-        elif self.action == "rate":
+        elif self.action == "rate" and self.rate_bps is not None:
             out["rate"] = format_rate(self.rate_bps)
         elif self.action == "flap":
-            out.update(period=f"{self.period_s * 1000:g}ms", until=f"{self.until_s:g}s")
+            period, until = self.flap_timing
+            out.update(period=f"{period * 1000:g}ms", until=f"{until:g}s")
         return out
 
 
@@ -353,7 +361,8 @@ def _check_timeline(r: Reader, events: tuple[Event, ...]) -> None:
 
 def flap_actions(event: Event) -> int:
     start = event.at_s if event.at_s is not None else 0.0
-    return int((event.until_s - start) / (event.period_s / 2)) + 2
+    period, until = event.flap_timing
+    return int((until - start) / (period / 2)) + 2
 
 
 def _transport_options(r: Reader, transport: str, topo: Topology) -> dict[str, Any]:

@@ -168,7 +168,7 @@ class TransportConfig:
     def from_options(cls, options: Mapping[str, Any] | None) -> TransportConfig:
         """Build from a scenario's ``transport_options``; unknown keys and wrong types raise ValueError."""
         fields = {f.name: f for f in dataclasses.fields(cls)}
-        values = {}
+        values: dict[str, Any] = {}
         for key, value in (options or {}).items():
             if key not in fields:
                 raise ValueError(f"unknown transport option {key!r}; allowed: {', '.join(sorted(fields))}")

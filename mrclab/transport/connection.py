@@ -63,14 +63,13 @@ class Connection:
         if pkt.conn_id != self.conn_id:
             self.counters.malformed += 1
             return
-        kind = pkt.__class__
-        if kind is Data:
+        if isinstance(pkt, Data):
             self._rx.on_data(pkt, pkt.ev if ev_hint is None else ev_hint, now)
-        elif kind is Sack:
+        elif isinstance(pkt, Sack):
             self._tx.on_sack(pkt, now)
-        elif kind is Nack:
+        elif isinstance(pkt, Nack):
             self._tx.on_nack(pkt, now)
-        elif kind is Probe:
+        elif isinstance(pkt, Probe):
             self._rx.on_probe(pkt, pkt.ev if ev_hint is None else ev_hint)
         else:
             self._tx.on_probe_reply(pkt, now)

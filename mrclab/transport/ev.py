@@ -473,6 +473,9 @@ class EvSet:
             reserve.remove(e)
 
     def _move_slot(self, old: Ev, new: Ev) -> None:
-        new.slot = old.slot
-        self.slots[old.slot] = new
+        slot = old.slot
+        if slot is None:
+            raise ValueError(f"EV {old.ev} holds no slot to hand over")
+        new.slot = slot
+        self.slots[slot] = new
         old.slot = None

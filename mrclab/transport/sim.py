@@ -23,6 +23,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..addressing import Plan
 from .config import TransportConfig
@@ -112,7 +113,7 @@ class Endpoint:
         self.on_event: Callable[[Network, Endpoint, object], None] | None = None
 
 
-Route = Callable[[object, object, int], Sequence[Link]]
+Route = Callable[[Any, Any, int], Sequence[Link]]
 
 
 class Network:
@@ -264,9 +265,9 @@ def clos(plan: Plan, host_rate: float, fabric_rate: float, delay: float = 1e-6, 
                 add(f"p{p}l{leaf}", f"p{p}s{s}", fabric_rate, queue, **link_options)
                 add(f"p{p}s{s}", f"p{p}l{leaf}", fabric_rate, queue, **link_options)
         for h in range(plan.hosts):
-            leaf = f"p{p}l{plan.leaf_of(h)}"
-            add(f"h{h}", leaf, host_rate, host_queue, **{**link_options, "trim": False})
-            add(leaf, f"h{h}", host_rate, queue, **link_options)
+            host_leaf = f"p{p}l{plan.leaf_of(h)}"
+            add(f"h{h}", host_leaf, host_rate, host_queue, **{**link_options, "trim": False})
+            add(host_leaf, f"h{h}", host_rate, queue, **link_options)
 
     def route(src: int, dst: int, ev: int) -> list[Link]:
         p, s = plan.ev_path(ev)
