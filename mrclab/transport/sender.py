@@ -299,7 +299,8 @@ class Sender:
             self._last_ts = ts
             msg = p.msg
             ev = p.ev.ev
-            buf = bytearray(DATA_HEADER_LEN + p.length)
+            size = DATA_HEADER_LEN + p.length
+            buf = bytearray(size)
             encode_data_into(buf, flags=p.flags, conn_id=conn_id, psn=p.psn, msg_id=msg.msg_id, msg_len=msg.length,
                              offset=p.offset, ev=ev, ts=ts, digest=msg.digest,
                              payload=msg.data[p.offset:p.offset + p.length])
@@ -309,8 +310,8 @@ class Sender:
             self._xseq += 1
             self._pkts[p.psn] = p
             self._order.append(p)
-            self.inflight += len(buf)
-            self._tokens -= len(buf)
+            self.inflight += size
+            self._tokens -= size
             counters.data_sent += 1
             counters.bytes_sent += p.length
             out.append((ev, buf))
