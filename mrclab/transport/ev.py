@@ -187,7 +187,7 @@ class EvSet:
                     self.slots.append(e)
         self._reserve = by_plane
         self.plane_rtt: dict[int, float] = {}  # plane -> its latest delay (see latest_delay)
-        self._probing: list[Path] = []  # bad paths, probed
+        self.probing: list[Path] = []  # bad paths, probed (the owner reads it, to skip asking for probes)
         self._cursor = 0
         self._min_active = min_active
         self._probe_interval = probe_interval
@@ -329,7 +329,7 @@ class EvSet:
         path.probe_ok = 0
         path.probe_gap = self._probe_interval
         path.next_probe = now + path.probe_gap
-        self._probing.append(path)
+        self.probing.append(path)
         self._counters.paths_retired += 1
 
     def undo(self, path: Path, now: float) -> None:
@@ -370,19 +370,19 @@ class EvSet:
     # -- probing -------------------------------------------------------------------------------------
 
     def bad_paths(self) -> list[Hashable]:
-        return [p.key for p in self._probing]
+        return [p.key for p in self.probing]
 
     def one_ev_per_path(self) -> list[Ev]:
         """An EV on each path (not denied), for a probe down every path."""
         return [e for e in (path.probe_ev() for path in self._paths.values()) if e is not None]
 
     def next_probe_at(self) -> float | None:
-        return min((p.next_probe for p in self._probing), default=None)
+        return min((p.next_probe for p in self.probing), default=None)
 
     def probes_due(self, now: float) -> list[tuple[Ev, int]]:
         """(EV, probe seq) for every bad path whose probe is due; each path is rescheduled one interval on."""
         due = []
-        for path in self._probing:
+        for path in self.probing:
             if path.next_probe <= now:
                 path.next_probe = now + path.probe_gap
                 path.probe_gap = min(path.probe_gap * 2, self._probe_interval_max)
@@ -443,8 +443,8 @@ class EvSet:
         path.bad = False
         path.cause = BEFORE_ALL
         path.cause_delivered = False
-        if path in self._probing:
-            self._probing.remove(path)
+        if path in self.probing:
+            self.probing.remove(path)
 
     def _return(self, e: Ev) -> None:
         """A healed or re-allowed EV takes back a slot of its plane held by an unusable EV, else waits in reserve."""

@@ -280,16 +280,16 @@ class Sender:
         if self.failed:
             return
         ts = int(now * 1e9)
-        self._emit_probes(now, ts, out)
+        if self._warm or self._evs.probing:
+            self._emit_probes(now, ts, out)
         window = self.cc.cwnd if self._cfg.cc else self._cfg.cc_max_window
         pace = self._pace_rate
         full = self._refill(now) if pace else 0.0
         conn_id = self._conn_id
         counters = self._counters
-        while self.inflight < window:
+        while self.inflight < window and (self._retx or self._queue):
             if pace and self._tokens < full - 0.5:  # half a byte short is enough: the wake-up time rounds
-                if self._retx or self._queue:
-                    self._pace_at = now + (full - self._tokens) / pace
+                self._pace_at = now + (full - self._tokens) / pace
                 return
             p = self._next_transmission(now)
             if p is None:
