@@ -301,9 +301,8 @@ class Sender:
             ev = p.ev.ev
             size = DATA_HEADER_LEN + p.length
             buf = bytearray(size)
-            encode_data_into(buf, flags=p.flags, conn_id=conn_id, psn=p.psn, msg_id=msg.msg_id, msg_len=msg.length,
-                             offset=p.offset, ev=ev, ts=ts, digest=msg.digest,
-                             payload=msg.data[p.offset:p.offset + p.length])
+            encode_data_into(buf, p.flags, conn_id, p.psn, msg.msg_id, msg.length, p.offset, ev, ts, msg.digest,
+                             msg.data[p.offset:p.offset + p.length])  # positional: see encode_data_into
             p.sent_at = now
             p.ts = ts
             p.xseq = self._xseq

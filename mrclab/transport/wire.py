@@ -191,11 +191,12 @@ def message_digest(data: bytes | bytearray | memoryview) -> int:
     return xxh3_64_intdigest(data)
 
 
-def encode_data_into(buf: bytearray, *, flags: int, conn_id: int, psn: int, msg_id: int, msg_len: int,
-                     offset: int, ev: int, ts: int, digest: int, payload: bytes | memoryview) -> None:
+def encode_data_into(buf: bytearray, flags: int, conn_id: int, psn: int, msg_id: int, msg_len: int,
+                     offset: int, ev: int, ts: int, digest: int, payload: bytes | memoryview, /) -> None:
     """Write a DATA packet into ``buf``, which must be ``DATA_HEADER_LEN + len(payload)`` long.
 
-    One allocation and one payload copy per packet: the caller owns the buffer.
+    One allocation and one payload copy per packet: the caller owns the buffer. The sender's per-packet
+    form, so positional (matching eleven keywords costs ~80 ns a packet); :func:`encode_data` takes keywords.
     """
     _DATA.pack_into(buf, 0, VERSION, DATA, flags, conn_id, psn & _U32, msg_id, msg_len, offset,
                     len(payload), ev, ts & _U64, digest, 0)
@@ -205,8 +206,7 @@ def encode_data_into(buf: bytearray, *, flags: int, conn_id: int, psn: int, msg_
 def encode_data(*, flags: int, conn_id: int, psn: int, msg_id: int, msg_len: int, offset: int, ev: int,
                 ts: int, digest: int, payload: bytes | memoryview = b"") -> bytearray:
     buf = bytearray(DATA_HEADER_LEN + len(payload))
-    encode_data_into(buf, flags=flags, conn_id=conn_id, psn=psn, msg_id=msg_id, msg_len=msg_len, offset=offset, ev=ev,
-                     ts=ts, digest=digest, payload=payload)
+    encode_data_into(buf, flags, conn_id, psn, msg_id, msg_len, offset, ev, ts, digest, payload)
     return buf
 
 
