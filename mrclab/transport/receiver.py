@@ -16,14 +16,28 @@ that echoes the newest of them (its RTT sample subtracts the time it waited). So
 cannot wait: a duplicate is SACKed at once, flagged DUP_ECHO (the sender is resending
 what already arrived, and the echo must name that very copy); what is pending is SACKed
 before the bitmap (the newest 64 PSNs) moves past it, or back for a packet far behind the
-newest, which gets a SACK of its own. A trimmed packet is NACKed at once. Answers travel on the EV of the packet that caused them.
+newest, which gets a SACK of its own. A trimmed packet is NACKed at once. Answers travel on
+the EV of the packet that caused them.
 """
 from __future__ import annotations
 
 from .config import TransportConfig
 from .events import MessageDelivered, MessageFailed
-from .wire import DUP_ECHO, ECN_CE, ECN_ECHO, LAST, SACK_BITS, TRIMMED, Data, Probe, encode_nack, encode_probe, encode_sack, \
-    message_digest, unwrap
+from .wire import (
+    DUP_ECHO,
+    ECN_CE,
+    ECN_ECHO,
+    LAST,
+    SACK_BITS,
+    TRIMMED,
+    Data,
+    Probe,
+    encode_nack,
+    encode_probe,
+    encode_sack,
+    message_digest,
+    unwrap,
+)
 
 _MASK = (1 << SACK_BITS) - 1
 _NONE = 1 << 62
@@ -66,52 +80,20 @@ class Receiver:
         self._last_reply_ev = 0
 
     def on_data(self, d: Data, reply_ev: int, now: float) -> None:
-        counters = self._counters
-        cum = self._cum
-        rel = unwrap(d.psn, cum) - cum
-        if rel < 0 or (self._bits >> rel) & 1:
-            counters.duplicates += 1
-            self._note(d, reply_ev, now)
-            self._sack(now, DUP_ECHO)
+        rel = unwrap(d.psn, self._cum) - self._cum
+        if self._answered_at_once(d, rel, reply_ev, now):
             return
-        if rel >= MAX_REORDER:
-            counters.malformed += 1
-            return
-        if d.flags & TRIMMED:
-            counters.nacks += 1
-            nack = encode_nack(conn_id=self._conn_id, psn=d.psn, cum_psn=cum, ev=d.ev, ts_echo=d.ts)
-            self.out.append((reply_ev, nack))
-            return
-        msg = self._messages.get(d.msg_id)
+        msg = self._message_of(d)
         if msg is None:
-            if d.msg_len > self._max_message:
-                counters.malformed += 1
-                return
-            msg = self._messages[d.msg_id] = _RxMessage(d.msg_len, d.digest)
-        elif msg.length != d.msg_len or msg.digest != d.digest:
-            counters.malformed += 1  # contradicts the packets of this message that came before
             return
-        psn = cum + rel
-        high = self._high
-        far = psn < high - (SACK_BITS - 1)  # behind the newest 64: only a SACK of its own can report it
-        if self._pending and (far or psn - (SACK_BITS - 1) > self._low):
-            self._sack(now)  # report what is pending before the bitmap moves (back for it, or on past them)
-        if psn < self._low:
-            self._low = psn
-        urgent = far or psn > high + 1 or d.flags & LAST  # a new hole below it, or its message's tail
-        if psn > high:
-            self._high = psn
-        bits = self._bits | (1 << rel)
-        if rel == 0:
-            run = (~bits & (bits + 1)).bit_length() - 1
-            bits >>= run
-            self._cum = cum + run
-        self._bits = bits
+        far, hole = self._mark_received(rel, now)
+        urgent = far or hole or d.flags & LAST  # a new hole below it, or its message's tail
         length = d.length
         if length:
             offset = d.offset
             msg.buf[offset:offset + length] = d.payload
             msg.received += length
+        counters = self._counters
         counters.data_received += 1
         counters.bytes_received += length
         self._note(d, reply_ev, now)
@@ -123,6 +105,62 @@ class Receiver:
             del self._messages[d.msg_id]
             self._complete(d.msg_id, msg)
             urgent = True
+        self._schedule_sack(far=far, urgent=bool(urgent), now=now)
+
+    def _answered_at_once(self, d: Data, rel: int, reply_ev: int, now: float) -> bool:
+        """A packet that is not placed: a duplicate (SACKed at once), one too far ahead (dropped), or a trimmed
+        one (NACKed at once)."""
+        counters = self._counters
+        if rel < 0 or (self._bits >> rel) & 1:
+            counters.duplicates += 1
+            self._note(d, reply_ev, now)
+            self._sack(now, DUP_ECHO)
+            return True
+        if rel >= MAX_REORDER:
+            counters.malformed += 1
+            return True
+        if d.flags & TRIMMED:
+            counters.nacks += 1
+            nack = encode_nack(conn_id=self._conn_id, psn=d.psn, cum_psn=self._cum, ev=d.ev, ts_echo=d.ts)
+            self.out.append((reply_ev, nack))
+            return True
+        return False
+
+    def _message_of(self, d: Data) -> _RxMessage | None:
+        """The message the packet belongs to, its buffer made by whichever packet came first; None (counted
+        malformed) when the packet is too large or contradicts the packets of its message before it."""
+        msg = self._messages.get(d.msg_id)
+        if msg is None:
+            if d.msg_len > self._max_message:
+                self._counters.malformed += 1
+                return None
+            msg = self._messages[d.msg_id] = _RxMessage(d.msg_len, d.digest)
+        elif msg.length != d.msg_len or msg.digest != d.digest:
+            self._counters.malformed += 1
+            return None
+        return msg
+
+    def _mark_received(self, rel: int, now: float) -> tuple[bool, bool]:
+        """Set the packet's bit (advancing the cumulative PSN over what is now contiguous); whether it is far
+        behind the newest 64 PSNs (only a SACK of its own can report it) and whether it opens a new hole."""
+        cum, high = self._cum, self._high
+        psn = cum + rel
+        far = psn < high - (SACK_BITS - 1)
+        if self._pending and (far or psn - (SACK_BITS - 1) > self._low):
+            self._sack(now)  # report what is pending before the bitmap moves (back for it, or on past them)
+        if psn < self._low:
+            self._low = psn
+        if psn > high:
+            self._high = psn
+        bits = self._bits | (1 << rel)
+        if rel == 0:
+            run = (~bits & (bits + 1)).bit_length() - 1
+            bits >>= run
+            self._cum = cum + run
+        self._bits = bits
+        return far, psn > high + 1
+
+    def _schedule_sack(self, *, far: bool, urgent: bool, now: float) -> None:
         if far:
             self._sack(now)  # its own: the next packet may move the bitmap on again
         elif urgent or self._pending >= self._sack_every or not self._sack_delay:
