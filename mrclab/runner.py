@@ -108,6 +108,7 @@ class _Run:
                 log.warning("warm-up: some paths did not answer their probe before the clock started")
             execution = Execution(self.s, fabric, self.agents)
             self.outcome = execution.outcome
+            fabric.start_counting()
             self.sampler = CpuSampler({**self.agents.pids(), **fabric.packet_pids()})
             self.sampler.start()
             self.meter = CpuMeter({**self.agents.pids(), **fabric.packet_pids(), os.getpid(): "runner"})

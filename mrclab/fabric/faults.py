@@ -30,6 +30,18 @@ class Faults:
 
     def __init__(self, topology: Topology, layout: Layout, egress, host_pids: dict[str, int]) -> None:
         self.topology, self.layout, self.egress, self.host_pids = topology, layout, egress, host_pids
+        self._emulator_before: dict[str, int] = {}
+
+    def start_counting(self) -> None:
+        """Count the emulator's own drops from here (the workload's start): while the fabric came up, an
+        interface may have sent a multicast listener report before its peer was up, which no workload
+        packet ever met."""
+        self._emulator_before = {name: emulator for name, (_dead, emulator) in self._lost(list(self._ports())).items()}
+
+    def _ports(self) -> dict[str, tuple[Link, str, str]]:
+        """Every link's two sending ports: interface -> (link, its node, the peer it sends to)."""
+        return {self.layout.ifname(node, peer): (link, node, peer) for link in self.topology.links
+                for node, peer in ((link.a, link.b), (link.b, link.a))}
 
     def _link(self, name: str) -> Link:
         return self.topology.link(name)
@@ -102,12 +114,12 @@ class Faults:
         `_lost`). `emulator_drops` are packets the emulator itself failed to send: not the emulated
         network's, they make a run untrustworthy."""
         rows = []
-        ports = {self.layout.ifname(node, peer): (link, node, peer) for link in self.topology.links
-                 for node, peer in ((link.a, link.b), (link.b, link.a))}
+        ports = self._ports()
         lost = self._lost(list(ports))
         for ifname, (link, node, peer) in ports.items():
             c = self.egress.counters(ifname)
             dead, emulator = lost.get(ifname, (0, 0))
+            emulator = max(0, emulator - self._emulator_before.get(ifname, 0))
             down = c.cut_drops + dead
             rows.append({"link": link.name, "from": node, "to": peer, "tx_packets": c.tx_packets,
                          "tx_bytes": c.tx_bytes, "drops": c.drops + c.loss_drops + c.blackhole_drops + down,

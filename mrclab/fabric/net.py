@@ -169,6 +169,10 @@ class Fabric:
         """One scenario event (SPEC action names) on a link or switch; the monotonic time it took effect."""
         return self._built(self.faults).apply(action, target, loss_probability=loss_probability, rate_bps=rate_bps)
 
+    def start_counting(self) -> None:
+        """The workload starts: what the emulator fails to send counts from here."""
+        self._built(self.faults).start_counting()
+
     def link_counters(self) -> list[dict]:
         return self._built(self.faults).link_counters()
 

@@ -79,3 +79,23 @@ def test_link_counters_show_every_kind_of_drop(monkeypatch):
         assert (r["loss_drops"], r["blackhole_drops"], r["queue_drops"], r["drops"]) == (5, 3, 1, 9)
     other = next(r for r in rows if r["link"] != "p0l0-p0s1")
     assert (other["loss_drops"], other["drops"]) == (0, 1)
+
+
+def test_the_emulators_drops_count_from_the_workloads_start(monkeypatch):
+    """A drop while the fabric came up (an interface's report sent before its peer was up) is not the
+    workload's; one after start_counting is."""
+    from mrclab.fabric.egress import PortCounters
+
+    class Egress:
+        def counters(self, ifname):
+            return PortCounters(tx_packets=10, tx_bytes=0, drops=0, trims=0, loss_drops=0, blackhole_drops=0,
+                                queued_ns=0, ctl_packets=0, ctl_queued_ns=0, cut_drops=0)
+
+    faults, _, drops = _faults(monkeypatch, read_s=0.0)
+    faults.egress = Egress()
+    drops["n"] = 1
+    assert {r["emulator_drops"] for r in faults.link_counters()} == {1}
+    faults.start_counting()
+    assert {r["emulator_drops"] for r in faults.link_counters()} == {0}
+    drops["n"] = 3
+    assert {r["emulator_drops"] for r in faults.link_counters()} == {2}
