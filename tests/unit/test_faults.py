@@ -95,7 +95,7 @@ def test_the_emulators_drops_count_from_the_workloads_start(monkeypatch):
     faults.egress = Egress()
     drops["n"] = 1
     before = [r["emulator_drops"] for r in faults.link_counters()]
-    assert set(before) == {0, 1}  # the OVS ports count; the host ports' are read from their NICs
+    assert set(before) == {0, 1}  # switch ports count; a host sends through its own NIC, no OVS port
     faults.start_counting()
     assert {r["emulator_drops"] for r in faults.link_counters()} == {0}
     drops["n"] = 3
