@@ -143,6 +143,7 @@ def run(pairs: int, mib: int, options: dict) -> dict:
                 clients[i, h] = AgentClient(control, timeout=20)
         for client in clients.values():
             client.request("ping")
+        time.sleep(1.0)  # the first second after the answer still holds the tail of an agent's start
         idle = CpuMeter(procs)
         idle.start()
         time.sleep(2.0)
