@@ -9,11 +9,11 @@ from ..actions import mends_cut
 from ..addressing import conn_hosts
 from ..agents import effective_options
 from ..spec import Scenario
-from ..transport.cc import rtt_mean
 from ..transports import TRANSPORTS
 from . import avoid, expectations, results
 from .fidelity import latency_split
 from .outcome import Outcome, rows
+from .rtt import rtt_mean
 
 NOT_MEASURED = {"cpu_busy_pct": None, "ok": False, "notes": ["not measured"]}
 NO_CONTROLLER = {"flow_mods_boot": None, "flow_mods_after_boot": None}

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from ..agent.mrc import MARK_BIN_S
-from ..transport.cc import rtt_quantile
 from .outcome import Outcome
+from .rtt import rtt_quantile
 
 SCHEMA = "mrclab.results/v1"
 PACKET_KEYS = ("data_sent", "sacks", "retransmitted", "trimmed", "timeouts", "nacks", "probes")

@@ -165,7 +165,7 @@ class Connection:
 
     @property
     def rtt_histogram(self) -> dict[int, int]:
-        """Every RTT sample so far, counted by :func:`.cc.rtt_bucket` (read-only)."""
+        """Every RTT sample so far, counted by :func:`~mrclab.metrics.rtt.rtt_bucket` (read-only)."""
         return self._tx.rtt.hist
 
     def bad_paths(self) -> list[Hashable]:

@@ -16,7 +16,7 @@ from mrclab.agent.host import Agent
 from mrclab.agent.mrc import MrcDatapath, configure
 from mrclab.agent.payload import POOL_BYTES, Payloads
 from mrclab.metrics.results import PACKET_KEYS, PATH_KEYS
-from mrclab.transport.cc import rtt_quantile
+from mrclab.metrics.rtt import rtt_quantile
 from mrclab.transport.config import mss_for_mtu
 from mrclab.transport.wire import DATA_HEADER_LEN, IP_UDP_OVERHEAD, MRC_UDP_PORT
 from tests.fakes import InboxSocket

@@ -261,3 +261,16 @@ def test_sends_into_a_downed_link_are_counted_on_it():
              {"link": "p0l0-p0s2", "from": "p0s2", "to": "p0l0", "drops": 0, "down_drops": 4}]
     up, down = results.with_sends_into_faults(links, into)
     assert (up["down_drops"], up["drops"]) == (5, 7) and (down["down_drops"], down["drops"]) == (4, 0)
+
+
+def test_rtt_histogram_quantiles_and_mean_are_within_a_bucket_of_the_samples():
+    from mrclab.metrics.rtt import rtt_bucket, rtt_mean, rtt_quantile
+    samples = [0.001 * (1 + i / 100) for i in range(100)] + [0.05]  # 1-2 ms, and one 50 ms straggler
+    hist: dict[int, int] = {}
+    for sample in samples:
+        hist[rtt_bucket(sample)] = hist.get(rtt_bucket(sample), 0) + 1
+    assert rtt_quantile(hist, 0.0) == pytest.approx(0.001, rel=0.023)
+    assert rtt_quantile(hist, 0.5) == pytest.approx(0.0015, rel=0.023)
+    assert rtt_quantile(hist, 1.0) == pytest.approx(0.05, rel=0.023)
+    assert rtt_mean(hist) == pytest.approx(sum(samples) / len(samples), rel=0.023)
+    assert rtt_quantile({}, 0.5) is None and rtt_mean({}) is None
