@@ -28,8 +28,8 @@ def plane(ev: int) -> int:
 
 
 def state_machine(packets: int, config: TransportConfig) -> float:
-    a = Connection(1, list(range(128)), plane, config)
-    b = Connection(1, list(range(128)), plane, config)
+    a = Connection(1, list(range(128)), plane, config=config)
+    b = Connection(1, list(range(128)), plane, config=config)
     message = os.urandom(config.mss * 256)
     messages = -(-packets // 256)
     for i in range(messages):

@@ -468,7 +468,7 @@ class MrcDatapath(Attached):
         p = self._peers.get(key)
         if p is None:
             evs = self._evs_for(peer, conn_id)
-            conn = Connection(conn_id, evs, self._plane_of, self._config, self.ev_path)
+            conn = Connection(conn_id, evs, self._plane_of, config=self._config, ev_path=self.ev_path)
             p = self._peers[key] = _Peer(peer, conn, evs)
         return p
 

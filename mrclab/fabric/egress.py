@@ -58,6 +58,7 @@ from typing import NamedTuple
 from ..check import PROVISION, Row
 from ..errors import EnvironmentNotReady
 from ..runstate import RunState, trusted_dir
+from ..transport.wire import ETHERNET_HEADER
 
 SOURCE = Path(__file__).with_name("bpf") / "egress.c"
 CACHE_DIR = trusted_dir("MRCLAB_CACHE_DIR", "/var/cache/mrclab")
@@ -204,7 +205,7 @@ class Egress:
             port = known
         port.netns_pid, port.rate_bps, port.current_rate_bps, port.mtu = netns_pid, rate_bps, rate_bps, mtu
         port.cfg.rate_bytes_per_s, port.cfg.queue_bytes, port.cfg.trim = rate_bps // 8, queue_bytes, int(trim)
-        port.cfg.mtu = min(mtu + 14, 0xFFFF)  # a frame: the MTU plus its Ethernet header
+        port.cfg.mtu = min(mtu + ETHERNET_HEADER, 0xFFFF)  # a frame: the MTU plus its Ethernet header
         port.cfg.loss_threshold = port.cfg.blackhole = port.cfg.cut = 0
         port.cfg.csum_mode = csum_mode
         self._write_cfg(port)  # before the filter exists, so its first packet sees the config
@@ -282,7 +283,7 @@ class Egress:
 
     @staticmethod
     def _htb_classes(verb: str, ifname: str, rate_bps: int, mtu: int) -> list[str]:
-        quantum = mtu + 14
+        quantum = mtu + ETHERNET_HEADER
         trimmed = max(rate_bps // _HTB_TRIMMED_SHARE, 8)
         return [f"class {verb} dev {ifname} parent 1: classid 1:1 htb rate {rate_bps}bit quantum {quantum}",
                 f"class {verb} dev {ifname} parent 1:1 classid 1:10 htb rate {trimmed}bit ceil {rate_bps}bit "

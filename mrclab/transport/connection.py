@@ -26,7 +26,7 @@ from .wire import Data, Nack, Probe, Sack, WireError, decode
 
 
 class Connection:
-    def __init__(self, conn_id: int, evs: list[int], ev_plane: Callable[[int], int],
+    def __init__(self, conn_id: int, evs: list[int], ev_plane: Callable[[int], int], *,
                  config: TransportConfig | None = None, ev_path: Callable[[int], Hashable] | None = None) -> None:
         """``evs``: every EV this connection may use; the first ``ev_count`` (balanced over planes) are
         active, the rest are spares for retired ones. ``ev_plane``: the plane an EV steers to.

@@ -141,7 +141,7 @@ class Network:
         for host, peer in ((a, b), (b, a)):
             if (host, conn_id) in self._endpoints:
                 raise ValueError(f"host {host} already has connection {conn_id}")
-            ep = Endpoint(host, peer, Connection(conn_id, evs, ev_plane, config, ev_path))
+            ep = Endpoint(host, peer, Connection(conn_id, evs, ev_plane, config=config, ev_path=ev_path))
             self._endpoints[host, conn_id] = ep
             ends.append(ep)
         return ends[0], ends[1]

@@ -20,7 +20,7 @@ def plane(ev):
 
 def pair(evs=range(64), **options):
     config = TransportConfig(**{"sack_every": 1, **options})
-    return Connection(1, list(evs), plane, config), Connection(1, list(evs), plane, config)
+    return Connection(1, list(evs), plane, config=config), Connection(1, list(evs), plane, config=config)
 
 
 def exchange(a, b, now, tamper=lambda ev, d: d, rounds=50):
@@ -233,8 +233,7 @@ def path_of(ev):
 
 def test_knowing_the_paths_one_loss_retires_every_ev_of_its_path_and_resends_elsewhere():
     config = TransportConfig(sack_every=1, mss=100, cc_init_window=1 << 20, ev_count=32)
-    a2, b2 = Connection(1, list(range(64)), plane, config, path_of), Connection(1, list(range(64)), plane, config,
-                                                                                 path_of)
+    a2, b2 = (Connection(1, list(range(64)), plane, config=config, ev_path=path_of) for _ in range(2))
     a2.send_message(1, bytes(3200))
     dead = path_of(0)
     drop = lambda ev, d: None if path_of(ev) == dead else d  # noqa: E731
@@ -252,8 +251,8 @@ def test_knowing_the_paths_one_loss_retires_every_ev_of_its_path_and_resends_els
 
 def test_a_bad_path_gets_one_probe_per_interval_and_comes_back_whole():
     config = TransportConfig(sack_every=1, probe_interval=0.005, probe_successes=3)
-    a = Connection(1, list(range(64)), plane, config, path_of)
-    b = Connection(1, list(range(64)), plane, config, path_of)
+    a = Connection(1, list(range(64)), plane, config=config, ev_path=path_of)
+    b = Connection(1, list(range(64)), plane, config=config, ev_path=path_of)
     a.send_message(1, bytes(10))
     ev, _ = a.datagrams_to_send(0.0)[0]
     a.on_timer(a.next_timer())  # the only packet times out: its path is bad
@@ -300,8 +299,8 @@ def test_a_late_packet_that_condemned_its_path_restores_it_only_if_the_path_deli
     the path stays retired until probes bring it back."""
     config = TransportConfig(sack_every=1, mss=100, cc_init_window=1 << 20, reorder_window=0.002,
                              reorder_window_max=0.002, hold_window=0.002)  # packet 16 leaves before any hold
-    a = Connection(1, list(range(64)), plane, config, path_of)
-    b = Connection(1, list(range(64)), plane, config, path_of)
+    a = Connection(1, list(range(64)), plane, config=config, ev_path=path_of)
+    b = Connection(1, list(range(64)), plane, config=config, ev_path=path_of)
     ev0 = _condemn_by_a_late_packet(a, b, packets)
     assert a.counters.retirements_undone == int(revived)
     assert (a.ev_state(ev0) == EvState.GOOD) is revived and (a.bad_paths() == []) is revived
@@ -367,8 +366,8 @@ def test_the_pacer_sends_a_bucket_at_once_then_at_its_rate_and_wakes_itself_up()
 
 
 def test_warm_up_probes_every_path_once_and_counts_apart_from_path_probes():
-    a = Connection(1, list(range(64)), plane, TransportConfig(), path_of)
-    b = Connection(1, list(range(64)), plane, TransportConfig(), path_of)
+    a = Connection(1, list(range(64)), plane, config=TransportConfig(), ev_path=path_of)
+    b = Connection(1, list(range(64)), plane, config=TransportConfig(), ev_path=path_of)
     assert a.warm() == 16
     probes = [wire.decode(d) for _, d in a.datagrams_to_send(1.0)]
     assert {p.seq for p in probes} == {wire.WARM_SEQ} and len({path_of(p.ev) for p in probes}) == 16
@@ -409,8 +408,8 @@ def test_a_later_packet_through_the_same_nic_queue_exposes_a_loss_before_slow_pl
     would not be before 32 ms."""
     config = TransportConfig(sack_every=1, mss=100, cc_init_window=1 << 20, reorder_window=0.002,
                              reorder_window_max=0.002)
-    a = Connection(1, list(range(64)), plane, config, path_of)
-    b = Connection(1, list(range(64)), plane, config, path_of)
+    a = Connection(1, list(range(64)), plane, config=config, ev_path=path_of)
+    b = Connection(1, list(range(64)), plane, config=config, ev_path=path_of)
     a.send_message(1, bytes(800))
     sent = a.datagrams_to_send(0.0)
     assert [plane(ev) for ev, _ in sent] == [0, 1, 2, 3, 0, 1, 2, 3]
@@ -434,8 +433,8 @@ def test_an_overdue_packet_holds_its_path_before_any_loss_is_declared(hold_windo
     again. With the hold turned off (hold_window 1 s) the path keeps getting data until the loss."""
     config = TransportConfig(sack_every=1, mss=100, cc_init_window=1 << 20, ev_count=16, reorder_window=0.02,
                              reorder_window_max=0.02, hold_window=hold_window)
-    a = Connection(1, list(range(64)), plane, config, path_of)
-    b = Connection(1, list(range(64)), plane, config, path_of)
+    a = Connection(1, list(range(64)), plane, config=config, ev_path=path_of)
+    b = Connection(1, list(range(64)), plane, config=config, ev_path=path_of)
     a.send_message(1, bytes(1600))
     sent = a.datagrams_to_send(0.0)
     assert [ev for ev, _ in sent] == list(range(16))  # one packet down each of the 16 paths
@@ -462,7 +461,7 @@ def test_held_paths_still_carry_data_when_every_path_is_held():
     back, so both paths are held; new data still goes out."""
     config = TransportConfig(sack_every=1, mss=100, cc_init_window=1 << 20, ev_count=2, reorder_window=0.02,
                              reorder_window_max=0.02)
-    a, b = (Connection(1, [0, 4], plane, config, path_of) for _ in range(2))
+    a, b = (Connection(1, [0, 4], plane, config=config, ev_path=path_of) for _ in range(2))
     a.send_message(1, bytes(400))
     sent = a.datagrams_to_send(0.0)
     assert [ev for ev, _ in sent] == [0, 4, 0, 4]
