@@ -8,8 +8,8 @@ workload and needs no cooperation from the processes measured. Each agent is one
 
 The kernel forwards an emulated packet through every hop of the fabric in softirq context,
 mostly at once inside the ``sendto`` that sent it, and the scheduler's tick charges that time
-to whichever process the CPU was running: on Linux routers a third to a half of what
-``/proc`` says the agents used is the emulated network's forwarding, not the agents' work.
+to whichever process the CPU was running: on Linux routers about a third of what ``/proc``
+says the agents used is the emulated network's forwarding, not the agents' work.
 ``softirq`` is the machine's softirq time (``/proc/stat``) over the workload, and
 ``agents_less_softirq`` takes from the agents every softirq tick that ksoftirqd did not
 account for: a lower bound of the agents' own work, close to it when the agents keep the
@@ -35,9 +35,9 @@ def process_cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def softirq_s(stat: str = "/proc/stat") -> float:
+def softirq_s() -> float:
     """Softirq seconds every CPU has served so far, whatever process they were charged to."""
-    with open(stat) as lines:
+    with open("/proc/stat") as lines:
         return int(lines.readline().split()[SOFTIRQ_FIELD]) / TICKS
 
 
