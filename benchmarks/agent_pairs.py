@@ -15,7 +15,10 @@ CPU time). ``--options`` sets transport options, e.g. the pacing of a quickstart
 The reference, measured on the same veth pairs in the same run: a plain Python loop that
 sends 8900-byte UDP datagrams (``sendto``) to a plain Python loop that receives them
 (``recv``), one pair at a time, CPU of both per MiB received. It is the floor of any
-Python agent (no protocol, no checks); the ratio printed is agents / floor.
+Python agent (no protocol, no checks); the ratio printed is agents / floor. A second reference prices a
+wake-up: two plain Python loops bouncing one such datagram between the namespaces, each asleep in epoll
+until it arrives (CPU of both per wake-up). Paced, as on a real lab, an agent wakes for a packet or two at a
+time, and that price times the agents' wake-ups per MiB is what their wake-ups alone cost.
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mrclab.addressing import Plan  # noqa: E402
 from mrclab.agent import backtoback  # noqa: E402
 from mrclab.agents import AgentClient, AgentError, command  # noqa: E402
-from mrclab.metrics.cost import MIB, CpuMeter  # noqa: E402
+from mrclab.metrics.cost import MIB, CpuMeter, voluntary_switches  # noqa: E402
 from mrclab.runstate import RunState  # noqa: E402
 
 PLAN = Plan(2, 2, 2, 2)
@@ -81,6 +84,32 @@ for _ in range(3):
 """
 
 
+PINGPONG = """
+import select, socket, sys
+me = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+me.bind((sys.argv[1], int(sys.argv[3])))
+me.setblocking(False)
+peer, rounds, data = (sys.argv[2], int(sys.argv[3])), int(sys.argv[4]), bytes(int(sys.argv[5]))
+poll = select.epoll()
+poll.register(me.fileno(), select.EPOLLIN)
+print("ready", flush=True)
+if sys.stdin.readline() == "serve\\n":
+    me.sendto(data, peer)
+got = 0
+while got < rounds:
+    if not poll.poll(10.0):
+        break  # the peer is gone
+    try:
+        while True:
+            me.recvfrom(65535)
+            got += 1
+    except BlockingIOError:
+        pass
+    me.sendto(data, peer)
+print(got, flush=True)
+"""
+
+
 class Pair:
     """Two namespaces wired back to back, one veth per plane (see :mod:`mrclab.agent.backtoback`)."""
 
@@ -94,12 +123,7 @@ class Pair:
 
 def sleeps(pids) -> int:
     """Voluntary context switches of ``pids`` so far: how often they went to sleep, hence woke up."""
-    total = 0
-    for pid in pids:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("voluntary_ctxt_switches:"):
-                total += int(line.split()[1])
-    return total
+    return sum(voluntary_switches(pid) or 0 for pid in pids)
 
 
 def floor(state: RunState, pair: Pair) -> float:
@@ -125,6 +149,36 @@ def floor(state: RunState, pair: Pair) -> float:
     return sum(meter.used.values()) / (got / MIB)
 
 
+def wakeup_floor(state: RunState, pair: Pair, rounds: int = 5000) -> float:
+    """CPU seconds per wake-up of a do-nothing Python loop: two processes bouncing one FLOOR_DATAGRAM between
+    the namespaces of ``pair`` (plane 0), each asleep in epoll until the other's datagram arrives, then
+    draining its socket and answering. Each wake-up costs what every agent wake-up costs at least: the
+    sleep and the wake-up, a receive, a send, and the Python loop around them."""
+    a, b = HOSTS
+    ends = {h: str(PLAN.host_address(0, h)) for h in HOSTS}
+    procs = []
+    for me, other in ((a, b), (b, a)):
+        proc = pair.popen(me, [sys.executable, "-c", PINGPONG, ends[me], ends[other], str(FLOOR_PORT), str(rounds),
+                               str(FLOOR_DATAGRAM)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        state.add_process(proc.pid, f"wake-up floor h{me}")
+        assert proc.stdout.readline() == "ready\n"
+        procs.append(proc)
+    meter = CpuMeter({proc.pid: str(proc.pid) for proc in procs})
+    before = sleeps([proc.pid for proc in procs])
+    meter.start()
+    for proc, serve in zip(procs, (True, False), strict=True):
+        proc.stdin.write("serve\n" if serve else "wait\n")
+        proc.stdin.flush()
+    got = [int(proc.stdout.readline()) for proc in procs]
+    meter.stop()
+    wakeups = sleeps([proc.pid for proc in procs]) - before
+    for proc in procs:
+        proc.wait(10)
+    if min(got) < rounds:
+        raise RuntimeError(f"wake-up floor: the ball was dropped after {min(got)} of {rounds} rounds")
+    return sum(meter.used.values()) / wakeups
+
+
 def run(pairs: int, mib: int, options: dict) -> dict:
     state = RunState.create("benchmark agent_pairs")
     tmp = Path(tempfile.mkdtemp(prefix="agent-pairs-"))
@@ -132,6 +186,7 @@ def run(pairs: int, mib: int, options: dict) -> dict:
     try:
         nets = [Pair(state, i) for i in range(pairs)]
         floor_s = floor(state, nets[0])
+        wakeup_s = wakeup_floor(state, nets[0])
         procs = {}
         for i, net in enumerate(nets):
             for h in HOSTS:
@@ -151,7 +206,6 @@ def run(pairs: int, mib: int, options: dict) -> dict:
         a, b = HOSTS
         meter = CpuMeter(procs)
         meter.start()
-        sleeps0 = sleeps(procs)
         start = time.monotonic()
         for i in range(pairs):
             for msg in range(mib):
@@ -160,7 +214,7 @@ def run(pairs: int, mib: int, options: dict) -> dict:
             clients[i, b].wait(lambda ev: sum(e["event"] == "delivered" for e in ev) == mib, 120 + 4 * mib)
             clients[i, a].wait(lambda ev: sum(e["event"] == "completed" for e in ev) == mib, 60)
         meter.stop()
-        wakeups = sleeps(procs) - sleeps0
+        wakeups = meter.agent_wakeups
         last = max(e["t"] for i in range(pairs) for e in clients[i, b].events if e["event"] == "delivered")
         verified = delivered = retransmitted = 0
         for i in range(pairs):
@@ -176,7 +230,8 @@ def run(pairs: int, mib: int, options: dict) -> dict:
                 "goodput_bps": round(verified * 8 / (last - start)), "cpu_s_per_mib": cost["agents"],
                 "sender_cpu_s_per_mib": round(senders, 5), "receiver_cpu_s_per_mib": round(cost["agents"] - senders, 5),
                 "floor_cpu_s_per_mib": round(floor_s, 5), "ratio_to_floor": round(cost["agents"] / floor_s, 2),
-                "wakeups_per_mib": round(wakeups / (verified / MIB), 1), "idle_agent_max_cpu_pct": round(idle_pct, 2),
+                "wakeups_per_mib": round(wakeups / (verified / MIB), 1), "wakeup_floor_us": round(wakeup_s * 1e6, 1),
+                "idle_agent_max_cpu_pct": round(idle_pct, 2),
                 "retransmitted": retransmitted,
                 "load_before": os.getloadavg()[0]}
     finally:
@@ -205,7 +260,11 @@ def main() -> None:
           f"{r['goodput_bps'] / 1e6:.0f} Mbit/s aggregate in {r['seconds']:.2f} s, {r['retransmitted']} retransmitted")
     print(f"CPU s per delivered MiB: agents {r['cpu_s_per_mib']:.4f} (senders {r['sender_cpu_s_per_mib']:.4f}, "
           f"receivers {r['receiver_cpu_s_per_mib']:.4f}); Python sendto/recv floor {r['floor_cpu_s_per_mib']:.4f}; "
-          f"ratio {r['ratio_to_floor']:.2f}; {r['wakeups_per_mib']:.0f} agent wake-ups per MiB")
+          f"ratio {r['ratio_to_floor']:.2f}")
+    wakeups = r["wakeups_per_mib"] * r["wakeup_floor_us"] * 1e-6
+    print(f"{r['wakeups_per_mib']:.0f} agent wake-ups per MiB; a do-nothing Python loop's wake-up costs "
+          f"{r['wakeup_floor_us']:.1f} us, so wake-ups alone cost at least {wakeups:.4f} CPU s per MiB "
+          f"({wakeups / r['cpu_s_per_mib']:.0%} of the agents')")
     print(f"idle agents: at most {r['idle_agent_max_cpu_pct']:.2f}% of a core each over 2 s")
 
 

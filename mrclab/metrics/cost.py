@@ -14,6 +14,11 @@ says the agents used is the emulated network's forwarding, not the agents' work.
 ``agents_less_softirq`` takes from the agents every softirq tick that ksoftirqd did not
 account for: a lower bound of the agents' own work, close to it when the agents keep the
 CPUs busy (softirq served while a CPU idles is charged to nobody's process).
+
+``wakeups_per_mib`` counts how often the agents went to sleep, hence woke up (their voluntary
+context switches). Paced by an emulated link, an agent wakes for a packet or two at a time,
+and every wake-up has a price of its own (the sleep, the wake-up, epoll, the loop around
+them; ``benchmarks/agent_pairs.py`` measures it): CPU per MiB follows this figure.
 """
 from __future__ import annotations
 
@@ -35,6 +40,18 @@ def process_cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
+def voluntary_switches(pid: int) -> int | None:
+    """How often a process has gone to sleep of its own accord so far (None once it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    return None
+
+
 def softirq_s() -> float:
     """Softirq seconds every CPU has served so far, whatever process they were charged to."""
     with open("/proc/stat") as lines:
@@ -49,12 +66,15 @@ class CpuMeter:
         self._pids = dict(pids)
         self._start: dict[int, float] = {}
         self._softirq_start = 0.0
+        self._sleeps_start: dict[int, int] = {}
         self.used: dict[str, float] = {}
         self.softirq = 0.0
+        self.agent_wakeups = 0
 
     def start(self) -> None:
         self._start = {pid: cpu for pid in self._pids if (cpu := process_cpu_s(pid)) is not None}
         self._softirq_start = softirq_s()
+        self._sleeps_start = {pid: n for pid in self._agents() if (n := voluntary_switches(pid)) is not None}
 
     def stop(self) -> dict[str, float]:
         self.used = {}
@@ -63,22 +83,31 @@ class CpuMeter:
             if end is not None and pid in self._start:
                 self.used[label] = self.used.get(label, 0.0) + end - self._start[pid]
         self.softirq = softirq_s() - self._softirq_start
+        self.agent_wakeups = 0
+        for pid, before in self._sleeps_start.items():
+            end = voluntary_switches(pid)
+            if end is not None:
+                self.agent_wakeups += end - before
         return self.used
+
+    def _agents(self) -> list[int]:
+        return [pid for pid, label in self._pids.items() if label.startswith("agent ")]
 
     def per_mib(self, delivered_bytes: int) -> dict:
         """``cpu_s_per_mib`` of the results: the agents together, the whole lab, each agent (its host's name),
-        the machine's softirq and the agents less it; None where nothing was delivered."""
+        the machine's softirq and the agents less it, the agents' wake-ups; None where nothing was delivered."""
         mib = delivered_bytes / MIB
         agents = {label.removeprefix("agent "): cpu for label, cpu in self.used.items() if label.startswith("agent ")}
         ksoftirqd = sum(cpu for label, cpu in self.used.items() if label.startswith("ksoftirqd"))
         charged = max(0.0, self.softirq - ksoftirqd)  # the most the agents can have been charged
         total = sum(agents.values())
 
-        def ratio(cpu: float) -> float | None:
-            return round(cpu / mib, 5) if mib > 0 else None
+        def ratio(cpu: float, digits: int = 5) -> float | None:
+            return round(cpu / mib, digits) if mib > 0 else None
 
         return {"agents": ratio(total), "lab": ratio(sum(self.used.values())),
                 "softirq": ratio(self.softirq), "agents_less_softirq": ratio(max(0.0, total - charged)),
+                "wakeups_per_mib": ratio(self.agent_wakeups, 1),
                 "hosts": {host: ratio(cpu) for host, cpu in sorted(agents.items())},
                 "cpu_s": {label: round(cpu, 3) for label, cpu in sorted(self.used.items())},
                 "delivered_mib": round(mib, 3)}

@@ -66,15 +66,17 @@ def rtt_text(summary: dict) -> str:
 
 def cpu_text(cost: dict | None) -> str:
     """results.json ``summary.cpu_s_per_mib`` in one line: the agents, the whole lab, the agents less the
-    kernel's forwarding charged to them, the costliest agent."""
+    kernel's forwarding charged to them, the costliest agent, the agents' wake-ups."""
     if not cost or cost.get("agents") is None:
         return "-"
     hosts = {h: v for h, v in cost["hosts"].items() if v is not None}
     worst = max(hosts, key=lambda host: hosts[host], default=None)
     own = cost.get("agents_less_softirq")
+    wakeups = cost.get("wakeups_per_mib")
     return (f"{cost['agents']:.4f} / {cost['lab']:.4f}"
             + (f", agents less softirq {own:.4f}" if own is not None else "")
-            + (f" (costliest agent {worst} {hosts[worst]:.4f})" if worst else ""))
+            + (f" (costliest agent {worst} {hosts[worst]:.4f})" if worst else "")
+            + (f"; the agents woke {wakeups:.0f} times per MiB" if wakeups is not None else ""))
 
 
 def actual_text(check: dict) -> str:

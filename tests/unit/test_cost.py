@@ -59,3 +59,26 @@ def test_softirq_seconds_come_from_the_machine_wide_counter():
     from mrclab.metrics.cost import softirq_s
     first = softirq_s()
     assert first > 0 and softirq_s() >= first
+
+
+def test_agent_wakeups_are_their_voluntary_sleeps_between_start_and_stop():
+    program = ("import sys, time\nsys.stdin.readline()\nfor _ in range(40): time.sleep(0.002)\n"
+               "print('done', flush=True)\nsys.stdin.readline()")
+    procs = [subprocess.Popen([sys.executable, "-c", program], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    try:
+        meter = CpuMeter({procs[0].pid: "agent h0", procs[1].pid: "runner"})
+        meter.start()
+        for proc in procs:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        assert all(proc.stdout.readline() == "done\n" for proc in procs)
+        meter.stop()
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    assert 40 <= meter.agent_wakeups <= 60  # the agent's sleeps and its wait for "go"; not the runner's
+    cost = meter.per_mib(4 * MIB)
+    assert cost["wakeups_per_mib"] == round(meter.agent_wakeups / 4, 1)
+    assert cpu_text(cost).endswith(f"; the agents woke {cost['wakeups_per_mib']:.0f} times per MiB")
