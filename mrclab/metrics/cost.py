@@ -16,9 +16,9 @@ account for: a lower bound of the agents' own work, close to it when the agents 
 CPUs busy (softirq served while a CPU idles is charged to nobody's process).
 
 ``wakeups_per_mib`` counts how often the agents went to sleep, hence woke up (their voluntary
-context switches). Paced by an emulated link, an agent wakes for a packet or two at a time,
-and every wake-up has a price of its own (the sleep, the wake-up, epoll, the loop around
-them; ``benchmarks/agent_pairs.py`` measures it): CPU per MiB follows this figure.
+context switches). Paced by emulated links, an agent wakes for a few packets at a time, and
+every wake-up has a price of its own whatever it carries: the sleep, the wake-up, epoll and
+the loop around them (``benchmarks/agent_pairs.py`` measures it).
 """
 from __future__ import annotations
 
