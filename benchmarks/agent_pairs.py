@@ -17,8 +17,8 @@ sends 8900-byte UDP datagrams (``sendto``) to a plain Python loop that receives 
 (``recv``), one pair at a time, CPU of both per MiB received. It is the floor of any
 Python agent (no protocol, no checks); the ratio printed is agents / floor. A second reference prices a
 wake-up: two plain Python loops bouncing one such datagram between the namespaces, each asleep in epoll
-until it arrives (CPU of both per wake-up). Paced, as on a real lab, an agent wakes for a packet or two at a
-time, and that price times the agents' wake-ups per MiB is what their wake-ups alone cost.
+until it arrives (CPU of both per wake-up). That price times the agents' wake-ups per MiB is what their
+wake-ups alone cost: most of it when paced, where an agent wakes for about one packet at a time.
 """
 from __future__ import annotations
 
