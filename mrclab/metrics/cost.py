@@ -41,8 +41,8 @@ def process_cpu_s(pid: int) -> float | None:
 
 
 def voluntary_switches(pid: int) -> int | None:
-    """How often a process's main thread (an agent has no other) has gone to sleep of its own accord so far
-    (None once it is gone)."""
+    """How often a process's main thread, where an agent's loop runs, has gone to sleep of its own accord so
+    far (None once it is gone)."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
