@@ -87,7 +87,8 @@ def _links(topo, kind, wall, rng):
             down, lost = 7 if link.name == FAILED_LINK else 0, 5 if (src, dst) == ("p1l0", "p1s3") else 0
             out.append({"link": link.name, "from": src, "to": dst, "tx_packets": tx_bytes // 9000,
                         "tx_bytes": tx_bytes, "drops": down + lost, "queue_drops": 0, "loss_drops": lost,
-                        "blackhole_drops": 0, "down_drops": down, "trims": 41 if (src, dst) == ("p1l0", "p1s3") else 0})
+                        "blackhole_drops": 0, "down_drops": down, "trims": 41 if (src, dst) == ("p1l0", "p1s3") else 0,
+                        "ecn_marked": 12 if (src, dst) == ("p1s3", "p1l0") else 0})
     return out
 
 

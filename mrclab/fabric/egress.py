@@ -6,6 +6,11 @@ high-priority queue) and 1:20 (everything else), each behind a bfifo much deeper
 modelled buffer, so HTB never drops on its own. A ``clsact`` egress filter runs ``bpf/egress.c``, which keeps a
 *virtual queue* per port (backlog bytes draining at the port rate): a packet that would
 overflow it is trimmed to its MRC header if it is MRC DATA and trimming is on, else dropped.
+A packet that fits, is ECN-capable (ECT(0) or ECT(1) in its IPv6 traffic class) and waits in
+the bulk class behind more than ``ecn_min`` bytes is marked CE with a probability rising
+linearly to 1 at ``ecn_max`` (RED's marking ramp on the instantaneous queue, as switches mark
+for DCQCN and MRC); ports that must not mark (a leaf's port towards a host, host NICs) are
+attached without thresholds.
 The same program applies loss and blackhole faults from a config map, so a fault is one map
 write from Python and never involves the controller or OVS.
 
@@ -78,6 +83,7 @@ class PortCounters(NamedTuple):
     ctl_packets: int  # high-priority packets passed (MRC control, headers trimmed upstream)
     ctl_queued_ns: int  # ... and how long each waited for the frame in transmission (at most one MTU)
     cut_drops: int  # sent into the cable while it was cut (a link or switch down)
+    ecn_marked: int  # ECT packets passed with CE set
 
 
 # port_cfg.csum_mode: L4 checksums over the carrier (OVS rewrites them at every hop), or over the
@@ -88,7 +94,17 @@ CSUM_CARRIER, CSUM_FINAL, CSUM_MAKE_FINAL = 0, 1, 2
 class _Cfg(ctypes.Structure):  # struct port_cfg
     _fields_ = [("rate_bytes_per_s", ctypes.c_uint64), ("loss_threshold", ctypes.c_uint64),
                 ("queue_bytes", ctypes.c_uint32), ("trim", ctypes.c_uint8), ("blackhole", ctypes.c_uint8),
-                ("mtu", ctypes.c_uint16), ("cut", ctypes.c_uint8), ("csum_mode", ctypes.c_uint8)]
+                ("mtu", ctypes.c_uint16), ("cut", ctypes.c_uint8), ("csum_mode", ctypes.c_uint8),
+                ("ecn", ctypes.c_uint8), ("pad", ctypes.c_uint8), ("ecn_min", ctypes.c_uint32),
+                ("ecn_max", ctypes.c_uint32)]
+
+
+class Ecn(NamedTuple):
+    """A port's ECN marking: CE on ECT packets, with probability rising linearly from 0 at `min_bytes` of
+    queue ahead of the packet to 1 at `max_bytes`."""
+
+    min_bytes: int
+    max_bytes: int
 
 
 _Stats = ctypes.c_uint64 * len(PortCounters._fields)  # struct port_stats, one per CPU
@@ -193,8 +209,11 @@ class Egress:
         self.close()
 
     def attach(self, ifname: str, rate_bps: int, queue_bytes: int, mtu: int, trim: bool,
-               netns_pid: int | None = None, *, csum_mode: int = CSUM_CARRIER) -> None:
-        """Shape ``ifname`` (in ``netns_pid``'s network namespace, else the root one) and run the program on it."""
+               netns_pid: int | None = None, *, csum_mode: int = CSUM_CARRIER, ecn: Ecn | None = None) -> None:
+        """Shape ``ifname`` (in ``netns_pid``'s network namespace, else the root one) and run the program on it;
+        ``ecn``: how it marks (None: never)."""
+        if ecn is not None and not 0 <= ecn.min_bytes < ecn.max_bytes <= queue_bytes:
+            raise ValueError(f"ECN thresholds must satisfy 0 <= min < max <= queue ({queue_bytes}), got {ecn}")
         known = self._ports.get(ifname)
         first = known is None
         if known is None:
@@ -208,6 +227,8 @@ class Egress:
         port.cfg.mtu = min(mtu + ETHERNET_HEADER, 0xFFFF)  # a frame: the MTU plus its Ethernet header
         port.cfg.loss_threshold = port.cfg.blackhole = port.cfg.cut = 0
         port.cfg.csum_mode = csum_mode
+        port.cfg.ecn = ecn is not None
+        port.cfg.ecn_min, port.cfg.ecn_max = ecn if ecn is not None else (0, 0)
         self._write_cfg(port)  # before the filter exists, so its first packet sees the config
         self._ports[ifname] = port
         # HTB and clsact cannot be replaced in place, so attaching again changes what they hold.

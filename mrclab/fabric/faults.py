@@ -111,8 +111,8 @@ class Faults:
         `drops` is every packet the emulated link dropped, split into `queue_drops` (its queue
         overflowed), `loss_drops` (a `loss` fault), `blackhole_drops` (a `blackhole` fault) and
         `down_drops` (sent into the cable while it was cut, as far as the datapath counts them; see
-        `_lost`). `emulator_drops` are packets the emulator itself failed to send: not the emulated
-        network's, they make a run untrustworthy."""
+        `_lost`). `ecn_marked` are ECT packets it passed with CE set. `emulator_drops` are packets the emulator
+        itself failed to send: not the emulated network's, they make a run untrustworthy."""
         rows = []
         ports = self._ports()
         lost = self._lost(list(ports))
@@ -124,7 +124,7 @@ class Faults:
             rows.append({"link": link.name, "from": node, "to": peer, "tx_packets": c.tx_packets,
                          "tx_bytes": c.tx_bytes, "drops": c.drops + c.loss_drops + c.blackhole_drops + down,
                          "queue_drops": c.drops, "loss_drops": c.loss_drops, "blackhole_drops": c.blackhole_drops,
-                         "down_drops": down, "trims": c.trims,
+                         "down_drops": down, "trims": c.trims, "ecn_marked": c.ecn_marked,
                          "emulator_drops": emulator, "queued_s": round(c.queued_ns * 1e-9, 6)})
         return rows
 

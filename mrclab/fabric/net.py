@@ -39,7 +39,7 @@ from ..spec.topology import Topology
 from . import datapath as datapath_mod
 from . import hostconf
 from . import layout as layout_mod
-from .egress import CSUM_CARRIER, CSUM_MAKE_FINAL, Egress
+from .egress import CSUM_CARRIER, CSUM_MAKE_FINAL, Ecn, Egress
 from .faults import Faults
 
 HOST_NIC_QUEUE = 4 << 20
@@ -139,17 +139,18 @@ class Fabric:
         L4 checksums alone, a host NIC makes its host's checksums those of the final destination."""
         t, queue, mtu = self.topology, self.topology.queue_bytes, self.topology.mtu
         csum = self.datapath.csum
+        ecn = Ecn(t.ecn_min_bytes, t.ecn_max_bytes) if t.ecn else None
         for link in t.links:
             rate = t.link_rate_bps(link)
             for node, peer in ((link.a, link.b), (link.b, link.a)):
                 ifname = self.layout.ifname(node, peer)
                 if node in self.hosts:
                     egress.attach(ifname, rate, max(queue, HOST_NIC_QUEUE), mtu, trim=False,
-                                       netns_pid=self.hosts[node].pid,
-                                       csum_mode=CSUM_CARRIER if csum == CSUM_CARRIER else CSUM_MAKE_FINAL)
-                else:
+                                  netns_pid=self.hosts[node].pid,
+                                  csum_mode=CSUM_CARRIER if csum == CSUM_CARRIER else CSUM_MAKE_FINAL)
+                else:  # a leaf's port towards a host is the last hop and never marks, as in MRC's fabric
                     egress.attach(ifname, rate, queue, mtu, trim=t.trim, netns_pid=self.netns_pid(node),
-                                       csum_mode=csum)
+                                  csum_mode=csum, ecn=ecn if link.kind == "fabric" else None)
 
     # -- what a runner uses -----------------------------------------------------------------
 

@@ -37,7 +37,7 @@ LABEL_FONT = 7
 PLANES_PER_ROW = 8
 TITLE_CHAR_IN = 0.08  # inches a character of a 10 pt title takes, at most
 MARKS = {"trims": (("trims",), "T"), "drops": (("queue_drops", "down_drops"), "D"), "loss": (("loss_drops",), "L"),
-         "blackhole": (("blackhole_drops",), "B")}
+         "blackhole": (("blackhole_drops",), "B"), "ecn": (("ecn_marked",), "E")}
 """What a heatmap cell counts besides utilisation: results.json link fields summed, and the cell's letter."""
 
 
@@ -197,7 +197,7 @@ def step_time(run: Run) -> Figure:
 # --- 2. link utilisation ----------------------------------------------------------------
 
 def utilisation_grids(run: Run) -> dict[tuple[int, str], dict[str, np.ndarray]]:
-    """{(plane, "up"|"down"): {"util", "trims", "drops", "loss", "blackhole"}}, each a leaves x spines array
+    """{(plane, "up"|"down"): {"util", "trims", "drops", "loss", "blackhole", "ecn"}}, each a leaves x spines array
     ("drops" are queue overflows and sends into a downed cable; loss and blackhole faults count apart).
 
     Utilisation is tx_bytes * 8 / (fabric rate * workload time): the link's average load
@@ -245,7 +245,7 @@ def link_utilisation(run: Run) -> Figure:
     cell = min(0.55, 6.0 / max(leaves, spines))
     label_all = leaves * spines <= 64
     title = (f"Leaf-spine link utilisation: {run.label}\n"
-             "packets: T trimmed · D dropped (full queue, link down) · L loss fault · B blackhole")
+             "packets: T trimmed · D dropped (full queue, link down) · L loss fault · B blackhole · E ECN-marked")
     title_width = TITLE_CHAR_IN * max(len(line) for line in title.splitlines()) + 0.5  # never cut a long label
     fig = Figure(figsize=(max(7.0, title_width, columns * (spines * cell + 0.9) + 1.5),
                           2 * groups * (leaves * cell + 1.3) + 0.8), layout="constrained")

@@ -22,8 +22,14 @@ MAX_HOSTS = 64
 
 DEFAULTS: dict[str, Any] = {
     "planes": 4, "leaves": 4, "spines": 4, "hosts_per_leaf": 2,
-    "links": {"host_rate": "100Mbit", "fabric_rate": "100Mbit", "queue": "64KiB", "mtu": 9000, "trim": True},
+    "links": {"host_rate": "100Mbit", "fabric_rate": "100Mbit", "queue": "64KiB", "mtu": 9000, "trim": True,
+              "ecn": True},
 }
+ECN_MIN_SHARE, ECN_MAX_SHARE = 0.25, 0.75
+"""Default marking thresholds as shares of `queue`. At the shipped 64 KiB and MTU 9000 a queue holds
+about seven frames: marking starts once about two wait (16 KiB; one frame ahead is ordinary when
+sprayed packets meet, and is never marked) and marks every packet from about five (48 KiB), so an EV
+whose path stays congested is marked on nearly every packet before the queue is full and trims."""
 
 _INDEX = "(0|[1-9][0-9]{0,3})"  # ASCII digits in canonical form: h0 and h10, never h00 or h\u0660
 _NODE = re.compile(rf"p{_INDEX}(l|s){_INDEX}|h{_INDEX}")
@@ -55,6 +61,9 @@ class Topology:
     queue_bytes: int
     mtu: int
     trim: bool = True
+    ecn: bool = True  # switch ports facing another switch mark CE (a leaf's port towards a host never does)
+    ecn_min_bytes: int = 0
+    ecn_max_bytes: int = 0
     source: str = field(default="", compare=False)
 
     @property
@@ -128,7 +137,9 @@ class Topology:
                 "hosts_per_leaf": self.hosts_per_leaf,
                 "links": {"host_rate": format_rate(self.host_rate_bps),
                           "fabric_rate": format_rate(self.fabric_rate_bps),
-                          "queue": format_size(self.queue_bytes), "mtu": self.mtu, "trim": self.trim}}
+                          "queue": format_size(self.queue_bytes), "mtu": self.mtu, "trim": self.trim,
+                          "ecn": self.ecn, "ecn_min": format_size(self.ecn_min_bytes),
+                          "ecn_max": format_size(self.ecn_max_bytes)}}
 
 
 def parse_node(name: str) -> tuple[str, int, int] | None:
@@ -163,19 +174,30 @@ def from_mapping(data: Any, source: str, default_name: str = "inline") -> Topolo
     queue = links.get("queue", size_bytes, size_bytes(d["queue"]))
     mtu = links.get("mtu", integer(1280, 9000), d["mtu"])
     trim = links.get("trim", boolean, d["trim"])
-    links.done(("host_rate", "fabric_rate", "queue", "mtu", "trim"))
+    ecn = links.get("ecn", boolean, d["ecn"])
+    ecn_min = links.get("ecn_min", size_bytes, int(queue * ECN_MIN_SHARE))
+    ecn_max = links.get("ecn_max", size_bytes, int(queue * ECN_MAX_SHARE))
+    links.done(("host_rate", "fabric_rate", "queue", "mtu", "trim", "ecn", "ecn_min", "ecn_max"))
     r.done(("name", "planes", "leaves", "spines", "hosts_per_leaf", "links"))
     for key, value in (("links.host_rate", host_rate), ("links.fabric_rate", fabric_rate)):
         if value < 1000:
             r.fail(key, f"must be at least 1Kbit, got {value} bit/s")
     if queue < mtu:
         r.fail("links.queue", f"must hold at least one MTU ({mtu} bytes), got {queue}")
+    if ecn_max > queue:
+        r.fail("links.ecn_max", f"must be at most the queue ({queue} bytes), got {ecn_max}")
+    if ecn_min >= ecn_max:
+        given = {name: "" if links.has(name) else f", {share:g} of the queue by default"
+                 for name, share in (("ecn_min", ECN_MIN_SHARE), ("ecn_max", ECN_MAX_SHARE))}
+        r.fail("links.ecn_min" if links.has("ecn_min") else "links.ecn_max",
+               f"ecn_min ({ecn_min} bytes{given['ecn_min']}) must be below ecn_max ({ecn_max} bytes{given['ecn_max']})")
     switches = planes * (leaves + spines)
     if switches > MAX_SWITCHES:
         r.fail("planes", f"{switches} switches is more than this emulator runs faithfully ({MAX_SWITCHES})")
     if leaves * hosts_per_leaf > MAX_HOSTS:
         r.fail("hosts_per_leaf", f"{leaves * hosts_per_leaf} hosts is more than this emulator runs ({MAX_HOSTS})")
-    return Topology(name, planes, leaves, spines, hosts_per_leaf, host_rate, fabric_rate, queue, mtu, trim, source)
+    return Topology(name, planes, leaves, spines, hosts_per_leaf, host_rate, fabric_rate, queue, mtu, trim,
+                    ecn, ecn_min, ecn_max, source)
 
 
 def resolve_path(ref: str) -> Path:

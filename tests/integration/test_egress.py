@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from mrclab.fabric.egress import Egress, PortCounters
+from mrclab.fabric.egress import Ecn, Egress, PortCounters
 from mrclab.runstate import RunState
 from mrclab.transport.wire import DATA_HEADER_LEN, ETHERNET_HEADER, IP_UDP_OVERHEAD
 
@@ -30,15 +30,17 @@ FRAME = ETHERNET_HEADER + IP_UDP_OVERHEAD + PACKET
 TRIMMED_FRAME = ETHERNET_HEADER + IP_UDP_OVERHEAD + DATA_HEADER_LEN
 
 SENDER = r"""
-import socket, struct, sys, time
+import json, socket, struct, sys, time
 dst, port, size, count, kind = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[5]), sys.argv[6]
-pps = float(sys.argv[4])
+pps, tclass, burst = float(sys.argv[4]), int(sys.argv[7]), int(sys.argv[8])
 s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, tclass)
 body = bytes(size - 48)
+sent = []  # when each left: halfway through its sendto, the egress hook's moment within a few us
 t0 = time.perf_counter()
 for i in range(count):
     if pps:
-        delay = t0 + i / pps - time.perf_counter()
+        delay = t0 + (i - i % burst) / pps - time.perf_counter()  # `burst` packets back to back, pps on average
         if delay > 0:
             time.sleep(delay)
     # DATA: version, type, flags, conn_id, psn, msg_id, msg_len, offset, length, ev, ts, digest, reserved
@@ -46,7 +48,10 @@ for i in range(count):
     head = {"data": struct.pack("!BBHIIIIIHHQQI", 1, 1, 0, 7, i, 0, 0, 0, size - 48, 0, 0, 0, 0),
             "trimmed": struct.pack("!BBHIIIIIHHQQI", 1, 1, 1, 7, i, 0, 0, 0, 1352, 0, 0, 0, 0),
             "sack": struct.pack("!BBH", 1, 2, 0) + bytes(44), "other": bytes(48)}[kind]
+    before = time.monotonic()
     s.sendto(head + body, (dst, port))
+    sent.append((before + time.monotonic()) / 2)
+print(json.dumps(sent))
 """
 
 RECEIVER = r"""
@@ -59,10 +64,11 @@ s.settimeout(0.3)
 done = threading.Event()
 threading.Thread(target=lambda: (sys.stdin.readline(), done.set()), daemon=True).start()
 print("ready", flush=True)
-counts = {"full": 0, "trimmed": 0, "other": 0}
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVTCLASS, 1)
+counts = {"full": 0, "trimmed": 0, "other": 0, "ce": []}
 while True:  # until the senders are done and the port has been quiet for 0.3 s
     try:
-        data = s.recv(65536)
+        data, ancdata, _, _ = s.recvmsg(65536, 64)
     except socket.timeout:
         if done.is_set():
             break
@@ -70,6 +76,9 @@ while True:  # until the senders are done and the port has been quiet for 0.3 s
     flags = struct.unpack_from("!H", data, 2)[0]
     kind = "full" if len(data) == size and flags == 0 else "trimmed" if len(data) == 48 and flags == 1 else "other"
     counts[kind] += 1
+    tclass = [int.from_bytes(d, sys.byteorder) for level, t, d in ancdata if t == socket.IPV6_TCLASS]
+    if tclass and tclass[0] & 3 == 3:
+        counts["ce"].append(struct.unpack_from("!I", data, 8)[0])  # the PSN of a packet marked CE
 snmp = dict(line.split() for line in open("/proc/net/snmp6"))
 counts["csum_errors"] = int(snmp["Udp6InCsumErrors"])
 print(json.dumps(counts), flush=True)
@@ -124,17 +133,22 @@ class VethLab:
         self.state.add_process(proc.pid, cmd[0])
         return proc
 
-    def send(self, senders: int, pps: float, count: int, size: int = PACKET, kind: str = "data") -> dict:
-        """``senders`` processes each send ``count`` packets at ``pps``; returns what the receiver got."""
+    def send(self, senders: int, pps: float, count: int, size: int = PACKET, kind: str = "data", tclass: int = 0,
+             burst: int = 1) -> dict:
+        """``senders`` processes each send ``count`` packets at ``pps`` (in groups of ``burst`` back to back) with
+        traffic class ``tclass``; returns what the receiver got, and in ``sent`` when each packet left."""
         receiver = self.popen(self.ns_b, sys.executable, "-c", RECEIVER, DST, str(MRC_PORT), str(size),
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert receiver.stdout.readline().strip() == "ready"
         procs = [self.popen(self.ns_a, sys.executable, "-c", SENDER, DST, str(MRC_PORT), str(size), str(pps),
-                            str(count), kind) for _ in range(senders)]
+                            str(count), kind, str(tclass), str(burst), stdout=subprocess.PIPE) for _ in range(senders)]
+        sent = []
         for proc in procs:
-            assert proc.wait(timeout=30) == 0
-        out, _ = receiver.communicate("done\n", timeout=30)
-        return json.loads(out)
+            out, _ = proc.communicate(timeout=30)
+            assert proc.returncode == 0
+            sent += json.loads(out)
+        got = json.loads(receiver.communicate("done\n", timeout=30)[0])
+        return {**got, "sent": sorted(sent)}
 
     def iperf_bps(self, seconds: int = 3) -> float:
         """TCP goodput A -> B measured by iperf3's receiver, the first second (slow start) omitted."""
@@ -244,6 +258,53 @@ def test_mrc_control_and_trimmed_headers_take_the_priority_class(veth):
     after = class_bytes(veth)
     assert after["1:10"] - before["1:10"] == 100 * TRIMMED_FRAME
     assert after["1:20"] - before["1:20"] == 50 * FRAME
+
+
+ECT0, NOT_ECT = 0b10, 0b00
+ECN_RATE = 5_000_000
+
+
+def queue_ahead(sent: list[float], rate_bps: float, frame: int) -> list[float]:
+    """The bytes each packet found ahead of it in the port's virtual queue, from when it was sent."""
+    backlog, last, out = 0.0, sent[0], []
+    for t in sent:
+        backlog = max(0.0, backlog - (t - last) * rate_bps / 8)
+        last = t
+        out.append(backlog)
+        backlog += frame
+    return out
+
+
+def test_ecn_marks_with_probability_rising_from_min_to_max(veth):
+    """Bursts of 40 ECT packets into an idle port: packet j waits behind about j frames, so each burst walks
+    the queue from empty past ecn_max. A packet with less than ecn_min ahead is never marked, one with more
+    than ecn_max always, and in between as many are marked as the ramp's probabilities add up to."""
+    lo, hi = 12 * FRAME, 32 * FRAME
+    veth.egress.attach(veth.port, ECN_RATE, 65536, 1500, True, netns_pid=veth.holder, ecn=Ecn(lo, hi))
+    drain_s = 40 * FRAME * 8 / ECN_RATE  # a burst's 40 frames leave in 92 ms
+    got, c = run(veth, senders=1, pps=40 / (1.5 * drain_s), count=40 * 20, tclass=ECT0, burst=40)
+    assert got["full"] == c.tx_packets == 800 and c.trims == c.drops == 0
+    assert c.ecn_marked == len(got["ce"])  # the receiver sees CE in the traffic class of every marked packet
+    ahead = queue_ahead(got["sent"], ECN_RATE, FRAME)
+    marked = set(got["ce"])
+    margin = 200  # bytes: a few tens of microseconds of the sender's timing
+    assert not [i for i, a in enumerate(ahead) if i in marked and a < lo - margin]
+    assert not [i for i, a in enumerate(ahead) if i not in marked and a > hi + margin]
+    ramp = [min(1.0, max(0.0, (a - lo) / (hi - lo))) for a in ahead]
+    expected, spread = sum(ramp), sum(p * (1 - p) for p in ramp) ** 0.5
+    assert 200 < expected < 500  # the ramp was walked: most bursts had packets on it
+    assert abs(len(marked) - expected) < 4 * spread + 2
+
+
+def test_ecn_marks_only_ect_packets_on_ports_that_mark(veth):
+    """Not-ECT packets are never marked, and a port attached without thresholds (a leaf's port towards a
+    host) never marks, whatever its queue."""
+    veth.egress.attach(veth.port, ECN_RATE, 65536, 1500, True, netns_pid=veth.holder, ecn=Ecn(0, 8 * FRAME))
+    got, c = run(veth, senders=1, pps=40 / 0.15, count=40 * 5, tclass=NOT_ECT, burst=40)
+    assert got["full"] == c.tx_packets == 200 and c.ecn_marked == 0 and got["ce"] == []
+    veth.egress.attach(veth.port, ECN_RATE, 65536, 1500, True, netns_pid=veth.holder)
+    got, c = run(veth, senders=1, pps=40 / 0.15, count=40 * 5, tclass=ECT0, burst=40)
+    assert got["full"] == c.tx_packets == 200 and c.ecn_marked == 0 and got["ce"] == []
 
 
 def test_loss_blackhole_restore(veth):

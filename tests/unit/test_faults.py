@@ -51,7 +51,7 @@ def test_queue_waits_are_per_port_means_of_bulk_and_high_priority_packets(monkey
     class Egress:
         def counters(self, ifname):
             return PortCounters(tx_packets=10, tx_bytes=0, drops=0, trims=1, loss_drops=0, blackhole_drops=0,
-                                queued_ns=21_000_000, ctl_packets=2, ctl_queued_ns=2_000_000, cut_drops=0)
+                                queued_ns=21_000_000, ctl_packets=2, ctl_queued_ns=2_000_000, cut_drops=0, ecn_marked=0)
 
     faults, _, _ = _faults(monkeypatch)
     faults.egress = Egress()
@@ -68,7 +68,7 @@ def test_link_counters_show_every_kind_of_drop(monkeypatch):
             lossy = ifname in faults._cables(faults._ends(faults._link("p0l0-p0s1")))
             return PortCounters(tx_packets=10, tx_bytes=0, drops=1, trims=0, loss_drops=5 if lossy else 0,
                                 blackhole_drops=3 if lossy else 0, queued_ns=0, ctl_packets=0, ctl_queued_ns=0,
-                                cut_drops=0)
+                                cut_drops=0, ecn_marked=0)
 
     faults, _, _ = _faults(monkeypatch)
     faults.egress = Egress()
@@ -89,7 +89,7 @@ def test_the_emulators_drops_count_from_the_workloads_start(monkeypatch):
     class Egress:
         def counters(self, ifname):
             return PortCounters(tx_packets=10, tx_bytes=0, drops=0, trims=0, loss_drops=0, blackhole_drops=0,
-                                queued_ns=0, ctl_packets=0, ctl_queued_ns=0, cut_drops=0)
+                                queued_ns=0, ctl_packets=0, ctl_queued_ns=0, cut_drops=0, ecn_marked=0)
 
     faults, _, drops = _faults(monkeypatch, read_s=0.0)
     faults.egress = Egress()

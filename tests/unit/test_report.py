@@ -99,6 +99,7 @@ def test_utilisation_grid_is_the_link_counters(mrc_dir):
     assert grids[(1, "up")]["loss"][0, 3] == 5 and grids[(1, "down")]["loss"][0, 3] == 0
     texts = [t.get_text() for ax in plots.link_utilisation(run).axes for t in ax.texts]
     assert any("T41" in t and "L5" in t for t in texts) and sum("D7" in t for t in texts) == 2
+    assert grids[(1, "down")]["ecn"][0, 3] == 12 and sum("E12" in t for t in texts) == 1
 
 
 def test_many_planes_wrap_into_more_rows(mrc_dir):

@@ -46,6 +46,16 @@ def test_shipped_topologies_load():
         assert len(topo.links) == topo.hosts * topo.planes + topo.planes * topo.leaves * topo.spines
 
 
+def test_ecn_thresholds_default_to_shares_of_the_queue():
+    """Marking starts at a quarter of the queue and is certain at three quarters, wherever the queue is set;
+    either threshold may be given alone."""
+    topo = topology_mod.from_mapping({"links": {"queue": "128KiB"}}, "t")
+    assert (topo.ecn, topo.ecn_min_bytes, topo.ecn_max_bytes) == (True, 32 << 10, 96 << 10)
+    topo = topology_mod.from_mapping({"links": {"ecn": False, "ecn_max": "64KiB"}}, "t")
+    assert (topo.ecn, topo.ecn_min_bytes, topo.ecn_max_bytes) == (False, 16 << 10, 64 << 10)
+    assert topo.to_dict()["links"] | {"ecn": False, "ecn_min": "16KiB", "ecn_max": "64KiB"} == topo.to_dict()["links"]
+
+
 def test_topology_names_and_cabling():
     topo = topology_mod.load("clos-4p-4l-4s")
     assert topo.hosts == 8 and len(topo.switch_names) == 32 and len(topo.links) == 96
@@ -67,6 +77,11 @@ def test_topology_names_and_cabling():
     ({"links": {"colour": "red"}}, "links.colour: unknown key"),
     ({"flavour": 1}, "flavour: unknown key"),
     ({"planes": 16, "leaves": 64}, "more than this emulator"),
+    ({"links": {"ecn": "sometimes"}}, "links.ecn: expected true or false"),
+    ({"links": {"ecn_max": "65KiB"}}, "links.ecn_max: must be at most the queue (65536 bytes)"),
+    ({"links": {"ecn_min": "10KiB", "ecn_max": "10KiB"}}, "links.ecn_min: ecn_min (10240 bytes) must be below"),
+    ({"links": {"ecn_max": "8KiB"}}, "links.ecn_max: ecn_min (16384 bytes, 0.25 of the queue by default) must"),
+    ({"links": {"ecn_min": "-1"}}, "links.ecn_min: a size cannot be negative"),
 ])
 def test_topology_errors(tmp_path, links, fragment):
     path = write(tmp_path, {"name": "x", **links}, "topo.yaml")

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 // Switch-port egress for mrclab: a virtual queue draining at the port rate, MRC packet
-// trimming when it would overflow, and loss / blackhole faults. One program serves every
+// trimming when it would overflow, ECN marking as it fills, and loss / blackhole faults. One program serves every
 // port of a run; the port id arrives in skb->tc_classid, which cls_bpf sets to the minor
 // of the filter's `classid` before running the program. Python (mrclab/fabric/egress.py)
 // writes `cfg` and reads `stats`; the layouts of the structs below are mirrored there.
@@ -37,6 +37,11 @@
 // would fail the send: OVS's userspace datapath then discards the rest of its sendmmsg()
 // batch or resends the packet, and a local TCP sender stalls until a timer.
 #define DROP_SILENTLY TC_ACT_STOLEN
+// ECN: the low two bits of the IPv6 traffic class, bits 5..4 of the header's second byte.
+#define ECN_SHIFT 4
+#define ECN_MASK 3
+#define ECN_NOT_ECT 0
+#define ECN_CE 3
 
 struct port_cfg {
 	__u64 rate_bytes_per_s;  // drain rate of the virtual queue
@@ -50,6 +55,10 @@ struct port_cfg {
 	// hop) or over the final destination, the host a uSID carrier ends at (a kernel End shift
 	// leaves them alone). A host NIC then turns its host's checksums into final ones.
 	__u8 csum_mode;
+	__u8 ecn;        // mark CE on ECT packets, with probability rising from 0 at ecn_min to 1 at ecn_max
+	__u8 pad;
+	__u32 ecn_min;   // bytes of the virtual queue ahead of the packet
+	__u32 ecn_max;
 };
 
 struct port_queue {
@@ -61,7 +70,7 @@ struct port_queue {
 
 struct port_stats {
 	__u64 tx_packets, tx_bytes, drops, trims, loss_drops, blackhole_drops, queued_ns, ctl_packets, ctl_queued_ns,
-		cut_drops;
+		cut_drops, ecn_marked;
 };
 
 struct {
@@ -213,6 +222,29 @@ static __always_inline int trim(struct __sk_buff *skb, int csum_final)
 				   BPF_F_MARK_MANGLED_0);
 }
 
+// Set CE on an ECT packet that waits behind `ahead` queued bytes, with probability
+// (ahead - ecn_min) / (ecn_max - ecn_min), clipped to [0, 1]. Returns 1 if it marked.
+static __always_inline int mark_ce(struct __sk_buff *skb, struct port_cfg *c, __u64 ahead)
+{
+	struct {
+		struct ethhdr eth;
+		__u8 version_tc, tc_flow;
+	} __attribute__((packed)) h;
+	__u8 ecn;
+
+	if (ahead <= c->ecn_min || bpf_skb_load_bytes(skb, 0, &h, sizeof(h)) || h.eth.h_proto != bpf_htons(ETH_P_IPV6))
+		return 0;
+	ecn = (h.tc_flow >> ECN_SHIFT) & ECN_MASK;
+	if (ecn == ECN_NOT_ECT || ecn == ECN_CE)
+		return 0;
+	// random < p * 2^32, without a division: both products fit in 64 bits (ahead < ecn_max < 2^32)
+	if (ahead < c->ecn_max &&
+	    (__u64)bpf_get_prandom_u32() * (c->ecn_max - c->ecn_min) >= (ahead - c->ecn_min) << 32)
+		return 0;
+	h.tc_flow |= ECN_CE << ECN_SHIFT;  // no checksum covers the traffic class
+	return bpf_skb_store_bytes(skb, ETH_HLEN + 1, &h.tc_flow, 1, 0) == 0;
+}
+
 SEC("tc")
 int egress(struct __sk_buff *skb)
 {
@@ -294,6 +326,9 @@ int egress(struct __sk_buff *skb)
 	} else {
 		skb->priority = PRIO_BULK;
 		s->queued_ns += segs * (ahead * NSEC_PER_SEC / c->rate_bytes_per_s);
+		// Only the bulk queue marks: high-priority packets wait for one frame at most.
+		if (c->ecn && mark_ce(skb, c, ahead))
+			s->ecn_marked += segs;
 	}
 	return TC_ACT_OK;
 }
