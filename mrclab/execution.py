@@ -16,7 +16,7 @@ from .actions import ACTIONS, clears_target
 from .addressing import conn_id
 from .agents import Agents
 from .metrics import avoid
-from .metrics.outcome import Delivery, EvChange, Fired, MessageKey, Outcome, Posted, Step, Unfired
+from .metrics.outcome import Delivery, EvChange, Fired, MessageKey, NicChange, Outcome, Posted, Step, Unfired
 from .progress import Progress
 from .routing import ROUTINGS
 from .spec import Scenario
@@ -135,6 +135,8 @@ class Execution:
                 plane, spine = self.topo.plan.ev_path(e["ev"])
                 o.ev_changes.append(EvChange(round(e["t"] - o.t0, 6), e["host"], self.topo.host_names[e["peer"]],
                                              e["ev"], plane, f"p{plane}s{spine}", e["old"], e["new"]))
+            elif kind == "nic":
+                o.nic_changes.append(NicChange(round(e["t"] - o.t0, 6), e["host"], e["plane"], e["state"]))
         p.failed = len(o.failed)
 
     def _fire_due(self) -> None:

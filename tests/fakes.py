@@ -1,15 +1,21 @@
 """Test doubles shared by the agent tests."""
+import socket
+
+from mrclab.agent.ecn import ECT0
 
 
 class InboxSocket:
-    """The receiving half of a fake non-blocking UDP socket: datagrams wait in `inbox`."""
+    """The receiving half of a fake non-blocking UDP socket: datagrams wait in `inbox` as (datagram, source)
+    or (datagram, source, traffic class), ECT(0) when not given."""
 
     inbox: list
 
-    def recvfrom(self, _size):
+    def recvmsg(self, _size, _ancsize):
         if not self.inbox:
             raise BlockingIOError
-        return self.inbox.pop(0)
+        datagram, source, *tclass = self.inbox.pop(0)
+        ancdata = [(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, (tclass[0] if tclass else ECT0).to_bytes(4, "little"))]
+        return datagram, ancdata, 0, source
 
     def close(self):
         pass

@@ -29,6 +29,7 @@ from .control import ControlChannel
 from .eventlog import EventLog
 from .host import Agent
 from .loop import Reactor
+from .nics import NicWatch
 from .payload import Payloads
 
 PROG = "mrclab.agent"
@@ -102,12 +103,13 @@ def main(argv: list[str] | None = None) -> int:
               plan=[args.planes, args.leaves, args.spines, args.hosts_per_leaf], mtu=args.mtu)
     reactor = Reactor()
     reactor.stop_on_signals(signal.SIGTERM, signal.SIGINT)
-    control = datapath = None
+    control = datapath = nics = None
     try:
         agent = Agent(args.host, reactor, log)
         datapath = build_datapath(args, Payloads(args.seed), agent.emit)
+        nics = NicWatch(args.plan, args.host)
         control = ControlChannel(args.control)
-        reason = agent.run(datapath, control)
+        reason = agent.run(datapath, control, nics)
         status = 1 if reason.startswith(("no runner", "control protocol")) else 0
         if status:
             print(f"{PROG}: {reason}", file=sys.stderr)
@@ -120,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: {err}", file=sys.stderr)
         status = 1
     finally:
+        if nics is not None:
+            nics.close()
         if datapath is not None:
             datapath.close()
         if control is not None:

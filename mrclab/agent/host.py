@@ -2,7 +2,9 @@
 
 It owns no sockets of the data path; the datapath (MRC over UDP or the TCP baseline)
 posts messages, runs its timers and reports events through :meth:`Agent.emit`, and the
-agent forwards each event to the runner and the log. Its life is the runner's
+agent forwards each event to the runner and the log. It tells the datapath when one of the
+host's NICs goes down or comes back (`nics.NicWatch`) and reports each change as a ``nic``
+event. Its life is the runner's
 connection: it waits up to ``ACCEPT_TIMEOUT`` for the runner to connect and exits when
 that connection closes, on ``quit``, or on SIGTERM.
 """
@@ -15,6 +17,7 @@ from typing import Protocol
 from .control import ControlChannel, ProtocolError, parse_request
 from .eventlog import EventLog
 from .loop import Reactor
+from .nics import NicWatch
 
 ACCEPT_TIMEOUT = 60.0
 
@@ -25,6 +28,7 @@ class Datapath(Protocol):
     def tick(self, now: float) -> float | None: ...
     def warm(self, conn_id: int, peer: int) -> int: ...
     def stats(self) -> dict: ...
+    def set_nic_down(self, planes: int, now: float) -> None: ...
     def close(self) -> None: ...
 
 
@@ -38,12 +42,14 @@ class Agent:
         self._accept_deadline = time.monotonic() + ACCEPT_TIMEOUT
         self._writing = False  # watching the control socket for writability
 
-    def run(self, datapath: Datapath, control: ControlChannel) -> str:
+    def run(self, datapath: Datapath, control: ControlChannel, nics: NicWatch | None = None) -> str:
         """Serve until stopped; the reason it stopped. The control socket must open only once the
         datapath is ready, so that a runner that finds the socket finds a working agent."""
         self.datapath = datapath
         self._control = control
         datapath.attach(self._reactor)
+        if nics is not None:
+            nics.attach(self._reactor, self._nics_changed, time.monotonic())
         if control.listener is not None:
             self._reactor.add_reader(control.listener, self._on_accept)
         reason = self._reactor.run(self._tick)
@@ -54,6 +60,12 @@ class Agent:
         """A datapath event: to the runner and into the log."""
         self._log.write("event", **event)
         self._control.send(event)
+
+    def _nics_changed(self, down: int, changes: list[tuple[int, bool]], now: float) -> None:
+        """Within the wake-up that heard of it: the datapath stops using (or uses again) those planes."""
+        self.datapath.set_nic_down(down, now)
+        for plane, up in changes:
+            self.emit({"event": "nic", "plane": plane, "state": "up" if up else "down", "t": now})
 
     def handle(self, line: bytes) -> dict:
         """Answer one request line (and act on it)."""

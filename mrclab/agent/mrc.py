@@ -58,6 +58,7 @@ from ..transport import (
 )
 from ..transport.config import for_mtu
 from ..transport.wire import MRC_UDP_PORT, peek_conn_id
+from . import ecn
 from .ecmp import flow_hash
 from .loop import TIMER_GRANULARITY, Attached, Reactor
 from .payload import Payloads
@@ -105,6 +106,7 @@ def _udp_socket(address: tuple, sndbuf: int | None) -> socket.socket:
     if sndbuf is not None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
     sock.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVERR, 1)
+    ecn.enable(sock)
     sock.bind(address)
     sock.setblocking(False)
     return sock
@@ -135,7 +137,8 @@ class MrcDatapath(Attached):
                  entropy: list[list[socket.socket]] | None = None) -> None:
         self._planes = plane_sockets
         self._entropy = entropy
-        senders = plane_sockets if entropy is None else [sock for plane in entropy for sock in plane]
+        self._plane_senders = [[sock] for sock in plane_sockets] if entropy is None else entropy
+        senders = [sock for plane in self._plane_senders for sock in plane]
         readers = plane_sockets if entropy is None else plane_sockets + senders  # senders too: their error queues
         self._sockets = readers + ([wildcard] if wildcard is not None else [])
         self._plan = plan
@@ -156,9 +159,10 @@ class MrcDatapath(Attached):
         self._starved: list[_Peer] = []  # peers not flushed while a backlog was blocked
         self._retry_at: float | None = None
         self._busy: set[_Peer] = set()  # peers with messages in flight: they share the host's pacing rate
+        self._nic_down = 0  # bitmap of the planes whose NIC is down
         self._marks: dict[str, dict[int, int]] = {key: {} for key in RECOVERY_KEYS}
         self.counters = dict(messages_sent=0, bytes_sent=0, bytes_verified=0, verify_failures=0,
-                             send_retries=0, socket_errors=0, strangers=0)
+                             send_retries=0, socket_errors=0, strangers=0, nic_down_discards=0)
 
     def attach(self, reactor: Reactor) -> None:
         self._reactor = reactor
@@ -193,13 +197,15 @@ class MrcDatapath(Attached):
 
     def on_readable(self, sock: socket.socket) -> None:
         now = time.monotonic()
-        recv = sock.recvfrom
+        recv = sock.recvmsg
+        congested = ecn.congestion_experienced
+        ancillary = ecn.ANCILLARY_SIZE
         sources = self._sources
         peers = self._peers
         dirty = self._dirty
         for _ in range(RECV_BATCH):
             try:
-                data, addr = recv(65535)
+                data, ancdata, _flags, addr = recv(65535, ancillary)
             except BlockingIOError:
                 return
             except OSError as err:
@@ -218,7 +224,7 @@ class MrcDatapath(Attached):
             p = peers.get(key)
             if p is None:
                 p = self._peer_of(*key)
-            p.conn.receive(data, None, now)
+            p.conn.receive(data, None, now, ce=congested(ancdata))
             if not p.queued:
                 p.queued = True
                 dirty.append(p)
@@ -304,6 +310,10 @@ class MrcDatapath(Attached):
                     return
                 self._send_again(sock, addr, datagram)
             backlog.popleft()
+        self._unblocked()
+
+    def _unblocked(self) -> None:
+        """A backlog emptied: once none holds datagrams, the connections held back meanwhile send again."""
         self._blocked -= 1
         if not self._blocked:
             for p in self._starved:
@@ -345,6 +355,27 @@ class MrcDatapath(Attached):
                 sock.recvmsg(1, 1024, socket.MSG_ERRQUEUE)
             except OSError:
                 return
+
+    # -- the host's NICs -----------------------------------------------------------------------------
+
+    def set_nic_down(self, planes: int, now: float) -> None:
+        """The host's NICs of ``planes`` (a bitmap; 0: all up) are down. Every connection stops sending on those
+        planes at once and tells its peers in its SACKs; what waited for a downed NIC's socket is dropped, as
+        the dead link would; connections made later start from the same state."""
+        gone = planes & ~self._nic_down
+        self._nic_down = planes
+        for p in self._peers.values():
+            p.conn.set_nic_down(planes, now)
+            self._mark(p)
+        for plane, sockets in enumerate(self._plane_senders):
+            if gone >> plane & 1:
+                for sock in sockets:
+                    backlog = self._backlogs[sock]
+                    if backlog:
+                        self.counters["nic_down_discards"] += len(backlog)
+                        backlog.clear()
+                        self.reactor.remove_writer(sock)
+                        self._unblocked()
 
     # -- events and state --------------------------------------------------------------------------
 
@@ -446,7 +477,7 @@ class MrcDatapath(Attached):
                      "retirements_undone",
                      "paths_held", "skips", "duplicates", "malformed", "digest_failures"):
             counters[name] = totals.get(name, 0)
-        for name in ("verify_failures", "send_retries", "socket_errors", "strangers"):
+        for name in ("verify_failures", "send_retries", "socket_errors", "strangers", "nic_down_discards"):
             counters[name] = own[name]
         marks = {key: {str(slot): n for slot, n in bins.items()} for key, bins in self._marks.items() if bins}
         self._marks = {key: {} for key in RECOVERY_KEYS}  # each stats reply carries what is new since the last
@@ -469,6 +500,8 @@ class MrcDatapath(Attached):
         if p is None:
             evs = self._evs_for(peer, conn_id)
             conn = Connection(conn_id, evs, self._plane_of, config=self._config, ev_path=self.ev_path)
+            if self._nic_down:
+                conn.set_nic_down(self._nic_down, time.monotonic())
             p = self._peers[key] = _Peer(peer, conn, evs)
         return p
 

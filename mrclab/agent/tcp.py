@@ -144,6 +144,10 @@ class TcpDatapath(Attached):
     def tick(self, now: float) -> float | None:
         return None
 
+    def set_nic_down(self, planes: int, now: float) -> None:
+        """Nothing: kernel TCP keeps its one path and learns of a dead NIC only by its own timeouts, as a
+        TCP connection pinned to one port does."""
+
     def stats(self) -> dict:
         retrans, segs = self._closed_info
         for stream in self._outbound.values():

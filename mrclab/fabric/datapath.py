@@ -41,11 +41,12 @@ def _host_pids(fabric) -> dict[str, int]:
 
 DATAPATHS = {
     "ovs": Datapath("ovs", "Open vSwitch bridges programmed over OpenFlow by os-ken", OvsSwitches,
-                    lambda f: OvsFaults(f.topology, f.layout, f.egress, _host_pids(f)),
+                    lambda f: OvsFaults(f.topology, f.layout, f.egress, _host_pids(f), f.cables),
                     split_cables=False, csum=CSUM_CARRIER, controller_first=True),
     "linux": Datapath("linux", "Linux SRv6 routers (kernel seg6local End, next-csid), one namespace each",
                       LinuxRouters,
-                      lambda f: LinuxFaults(f.topology, f.layout, f.egress, _host_pids(f), f.switches.netns_pids()),
+                      lambda f: LinuxFaults(f.topology, f.layout, f.egress, _host_pids(f), f.cables,
+                                            f.switches.netns_pids()),
                       split_cables=True, csum=CSUM_FINAL, controller_first=False),
 }
 CHOICES = ("auto", *DATAPATHS)

@@ -190,17 +190,22 @@ class Egress:
                                           f"(mrclab check: {CHECK_ROW})")
             self._maps = {name: self._lib.bpf_object__find_map_fd_by_name(self._obj, name.encode())
                           for name in ("cfg", "stats")}
-            prog_fd = self._lib.bpf_program__fd(self._lib.bpf_object__find_program_by_name(self._obj, b"egress"))
             state.add_mount(self._mount)
             os.makedirs(self._mount, mode=0o700, exist_ok=True)
             _run(["mount", "-t", "bpf", "-o", "mode=0700", "bpf", self._mount])
-            self._pin = f"{self._mount}/egress"
-            if self._lib.bpf_obj_pin(prog_fd, self._pin.encode()):
-                raise EnvironmentNotReady(f"cannot pin the program in {self._mount}: "
-                                          f"{os.strerror(ctypes.get_errno())} (mrclab check: {CHECK_ROW})")
+            self._pin, self._patch_pin = (self._pin_program(name) for name in ("egress", "patch"))
         except BaseException:
             self.close()
             raise
+
+    def _pin_program(self, name: str) -> str:
+        """Pin one of the object's programs in the run's bpffs; its path."""
+        path = f"{self._mount}/{name}"
+        prog_fd = self._lib.bpf_program__fd(self._lib.bpf_object__find_program_by_name(self._obj, name.encode()))
+        if self._lib.bpf_obj_pin(prog_fd, path.encode()):
+            raise EnvironmentNotReady(f"cannot pin the program in {self._mount}: "
+                                      f"{os.strerror(ctypes.get_errno())} (mrclab check: {CHECK_ROW})")
+        return path
 
     def __enter__(self) -> Egress:
         return self
@@ -241,6 +246,17 @@ class Egress:
                         *([f"qdisc replace dev {ifname} clsact",
                            f"filter replace dev {ifname} egress pref 1 handle 1 bpf da object-pinned {self._pin} "
                            f"classid 1:{port.port_id:x}"] if first else [])])
+
+    def patch(self, ends: list[tuple[str, int, str, int]], netns_pid: int) -> None:
+        """Join veth ends in ``netns_pid``'s namespace pairwise, (name, ifindex, name, ifindex) each: what either
+        end receives goes into the ingress of the other end's peer (bpf_redirect_peer; see `cables`)."""
+        lines = []
+        for a, a_index, b, b_index in ends:
+            for here, there in ((a, b_index), (b, a_index)):
+                lines += [f"qdisc replace dev {here} clsact",
+                          f"filter replace dev {here} ingress pref 1 handle 1 bpf da object-pinned {self._patch_pin} "
+                          f"classid 1:{there:x}"]
+        _run(["nsenter", "-t", str(netns_pid), "-n", "tc", "-batch", "-"], "\n".join(lines) + "\n")
 
     def set_loss(self, ifname: str, p: float) -> None:
         if not 0.0 <= p <= 1.0:

@@ -1,16 +1,19 @@
 """Faults on links and switches, and per-direction link counters; none of it talks to the controller.
 
-Interfaces are downed by name (`ip link set dev X down`; a host's end inside the host's
-namespace), never with Mininet's configLinkStatus, which downs every parallel link between
-two nodes. A switch goes down as all of its cables do; its routes, and every other
-switch's, stay as they are: static routes do not reconverge, senders route around. Loss,
-blackhole, rate and restore go to the egress program of both directions of a link. How a
-cable is cut depends on the datapath: `OvsFaults` downs both of its interfaces; `LinuxFaults`
-downs only what receives from it (see `layout`), so that the routers keep their routes.
+Interfaces are downed by name (`ip link set dev X down`), never with Mininet's
+configLinkStatus, which downs every parallel link between two nodes. A switch goes down as
+all of its cables do; its routes, and every other switch's, stay as they are: static routes
+do not reconverge, senders route around. Loss, blackhole, rate and restore go to the egress
+program of both directions of a link. A host cable is pulled at its patch (see `cables`): the
+host's NIC and the leaf's port both lose carrier, and the egress programs of both count and
+drop what is still sent into them. How a cable between two switches is cut depends on the
+datapath: `OvsFaults` downs both of its interfaces; `LinuxFaults` downs only what receives
+from it (see `layout`), so that the routers keep their routes.
 """
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from typing import Any
@@ -19,7 +22,6 @@ from ..actions import ACTIONS, mends_cut
 from ..netns import ip_batches
 from ..spec.topology import Link, Topology
 from . import ovs
-from .hostconf import nic_lines
 from .layout import Layout
 
 
@@ -28,8 +30,9 @@ class Faults:
     A datapath's subclass cuts and mends cables (`link_down`, `link_up`, `switch_down`, `switch_up`) and
     says which of a port's lost packets were the fault's and which the emulator's (`_lost`)."""
 
-    def __init__(self, topology: Topology, layout: Layout, egress, host_pids: dict[str, int]) -> None:
+    def __init__(self, topology: Topology, layout: Layout, egress, host_pids: dict[str, int], cables) -> None:
         self.topology, self.layout, self.egress, self.host_pids = topology, layout, egress, host_pids
+        self.cables = cables  # cables.HostCables
         self._emulator_before: dict[str, int] = {}
 
     def start_counting(self) -> None:
@@ -62,6 +65,13 @@ class Faults:
         """Per port: (packets sent into the cut cable that the egress program did not count, packets the
         emulator itself failed to send)."""
         raise NotImplementedError
+
+    def _host_cable_senders(self, links: list[Link]) -> list[str]:
+        """The two sending interfaces of each host cable among `links`: the host's NIC and the leaf's port."""
+        return [ifname for link in links if link.kind == "host" for _, ifname in self._ends(link)]
+
+    def _switch_links(self, switch: str) -> list[Link]:
+        return [link for link in self.topology.links if switch in (link.a, link.b)]
 
     def _ends(self, link: Link) -> list[tuple[str, str]]:
         """(node, its interface) for both ends of a link."""
@@ -143,11 +153,12 @@ class Faults:
 
 
 class OvsFaults(Faults):
-    """Both ends of a cable go down; OVS counts a send into it as tx_dropped, read while the cable is up
-    (before it goes down, after it comes back) so that every such send is the fault's, not the emulator's."""
+    """Both ends of a cable between two switches go down; OVS counts a send into it as tx_dropped, read while the
+    cable is up (before it goes down, after it comes back) so that every such send is the fault's, not the
+    emulator's. Host cables are pulled at their patch."""
 
-    def __init__(self, topology: Topology, layout: Layout, egress, host_pids: dict[str, int]) -> None:
-        super().__init__(topology, layout, egress, host_pids)
+    def __init__(self, topology: Topology, layout: Layout, egress, host_pids: dict[str, int], cables) -> None:
+        super().__init__(topology, layout, egress, host_pids, cables)
         # Per switch port: the count when it went down, and what accrued while it was down.
         self._down_at: dict[str, int] = {}
         self._dead_drops: dict[str, int] = {}
@@ -172,40 +183,48 @@ class OvsFaults(Faults):
             elif ifname in self._down_at:
                 self._dead_drops[ifname] = self._dead_drops.get(ifname, 0) + count - self._down_at.pop(ifname)
 
-    def _set_state(self, ends: list[tuple[str, str]], state: str) -> float:
-        """The cable's drop counters are read while it is up (before it goes down, after it comes back),
-        so that every send into the dead cable is the fault's; the read takes tens of ms on a busy
-        ovs-vswitchd, so the time returned is taken next to the `ip` command itself."""
+    def _set_state(self, links: list[Link], state: str, ends: list[tuple[str, str]] | None = None) -> float:
+        """Cut or mend `links`: host cables at their patch, the others by downing `ends` (default: both ends of
+        each). The drop counters of those are read while they are up (before they go down, after they come
+        back), so that every send into the dead cable is the fault's; the read takes tens of ms on a busy
+        ovs-vswitchd, so the time returned is taken next to the `ip` commands themselves."""
+        if ends is None:
+            ends = [end for link in links if link.kind == "fabric" for end in self._ends(link)]
+        senders = self._host_cable_senders(links)
         if state == "down":
             self._account(ends, state)
+            for ifname in senders:
+                self.egress.set_cut(ifname, True)
         t = time.monotonic()
-        root = [f"link set dev {ifname} {state}" for node, ifname in ends if node not in self.host_pids]
-        if root:
-            _ip_batch(root)
-        for node, ifname in ends:
-            if node in self.host_pids:
-                lines = [f"link set dev {ifname} {state}"]
-                if state == "up":  # an admin-down NIC lost its route and gateway neighbour
-                    lines += nic_lines(next(n for n in self.layout.hosts[node].nics if n.ifname == ifname))
-                _ip_batch(lines, self.host_pids[node])
+        batches = {}
+        if ends:
+            batches[os.getpid()] = [f"link set dev {ifname} {state}" for _, ifname in ends]
+        pulled = [link for link in links if link.kind == "host"]
+        if pulled:
+            batches[self.cables.pid] = self.cables.state_lines(pulled, state)
+        ip_batches(batches)
         if state == "up":
+            for ifname in senders:
+                self.egress.set_cut(ifname, False)
             self._account(ends, state)
         return t
 
     def link_down(self, link: str) -> float:
-        return self._set_state(self._ends(self._link(link)), "down")
+        return self._set_state([self._link(link)], "down")
 
     def link_up(self, link: str) -> float:
-        return self._set_state(self._ends(self._link(link)), "up")
+        return self._set_state([self._link(link)], "up")
 
     def _switch_ports(self, switch: str) -> list[tuple[str, str]]:
-        return [(switch, port.ifname) for port in self.layout.switches[switch].ports.values()]
+        """The switch's own ends of its cables to other switches."""
+        return [(switch, port.ifname) for peer, port in self.layout.switches[switch].ports.items()
+                if peer in self.layout.switches]
 
     def switch_down(self, switch: str) -> float:
-        return self._set_state(self._switch_ports(switch), "down")
+        return self._set_state(self._switch_links(switch), "down", self._switch_ports(switch))
 
     def switch_up(self, switch: str) -> float:
-        return self._set_state(self._switch_ports(switch), "up")
+        return self._set_state(self._switch_links(switch), "up", self._switch_ports(switch))
 
     def _lost(self, ifnames: list[str]) -> dict[str, tuple[int, int]]:
         total = ovs.tx_dropped({name: self._ofports[name] for name in ifnames if name in self._ofports})
@@ -217,29 +236,25 @@ class OvsFaults(Faults):
 
 
 class LinuxFaults(Faults):
-    """A cut downs what receives from the cable: both receive interfaces of a switch-to-switch cable
-    (each router's sending end then loses carrier and keeps its routes), or the host's NIC of a host
-    cable (the leaf's port loses carrier and keeps its route to the host; the host's own route goes
-    with its NIC and comes back with it). Every port sending into a cut cable is marked in the egress
-    program first, which counts what is sent into it and drops it, so `drops` holds exactly the
-    fault's losses; what the kernel itself fails to send (a veth whose peer's backlog is full) is the
-    emulator's."""
+    """A cut of a cable between two routers downs both of its receive interfaces: each router's sending end then
+    loses carrier and keeps its routes. A host cable is pulled at its patch (the host's NIC and the leaf's port
+    lose carrier and keep their routes). Every port sending into a cut cable is marked in the egress program
+    first, which counts what is sent into it and drops it, so `drops` holds exactly the fault's losses; what
+    the kernel itself fails to send (a veth whose peer's backlog is full) is the emulator's."""
 
-    def __init__(self, topology: Topology, layout: Layout, egress, host_pids: dict[str, int],
+    def __init__(self, topology: Topology, layout: Layout, egress, host_pids: dict[str, int], cables,
                  switch_pids: dict[str, int]) -> None:
-        super().__init__(topology, layout, egress, host_pids)
+        super().__init__(topology, layout, egress, host_pids, cables)
         self.switch_pids = switch_pids
 
     def _set_cables(self, links: list[Link], state: str) -> float:
         batches: dict[int, list[str]] = {}
-        senders = []
+        senders = self._host_cable_senders(links)
+        pulled = [link for link in links if link.kind == "host"]
+        if pulled:
+            batches[self.cables.pid] = self.cables.state_lines(pulled, state)
         for link in links:
-            if link.kind == "host":
-                nic = self.layout.hosts[link.a].nics[link.plane]
-                lines = [f"link set dev {nic.ifname} {state}"] + (nic_lines(nic) if state == "up" else [])
-                batches.setdefault(self.host_pids[link.a], []).extend(lines)
-                senders.append(nic.leaf_ifname)
-            else:
+            if link.kind == "fabric":
                 for node, peer in ((link.a, link.b), (link.b, link.a)):
                     port = self.layout.port(node, peer)
                     batches.setdefault(self.switch_pids[node], []).append(f"link set dev {port.receive_ifname} {state}")
@@ -253,9 +268,6 @@ class LinuxFaults(Faults):
             for ifname in senders:
                 self.egress.set_cut(ifname, False)
         return t
-
-    def _switch_links(self, switch: str) -> list[Link]:
-        return [link for link in self.topology.links if switch in (link.a, link.b)]
 
     def link_down(self, link: str) -> float:
         return self._set_cables([self._link(link)], "down")
@@ -289,11 +301,3 @@ def interface_stats(netns_pids: list[int]) -> dict[str, int]:
 
 def _mean(total: int, count: int) -> float:
     return total * 1e-9 / count if count else 0.0
-
-
-def _ip_batch(lines: list[str], netns_pid: int | None = None) -> None:
-    prefix = ["nsenter", f"--net=/proc/{netns_pid}/ns/net"] if netns_pid else []
-    result = subprocess.run(prefix + ["ip", "-batch", "-"], input="\n".join(lines) + "\n", text=True,
-                            capture_output=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"ip {'; '.join(lines)}: {result.stderr.strip()}")

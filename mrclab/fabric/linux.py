@@ -63,14 +63,11 @@ def namespace_script(ecmp: bool, seed: int) -> str:
 
 
 def cable_lines(fabric, pids: dict[str, int]) -> list[str]:
-    """`ip -batch` lines (root namespace) that make every veth inside its namespaces, MACs included."""
-    lay, lines = fabric.layout, []
+    """`ip -batch` lines (root namespace) that make every veth inside its namespaces, MACs included (host cables:
+    see `cables`)."""
+    lay, lines = fabric.layout, fabric.cables.lines(pids)
     for link in fabric.topology.links:
-        if link.kind == "host":
-            nic = lay.hosts[link.a].nics[link.plane]
-            lines.append(f"link add name {nic.ifname} address {nic.mac} netns {fabric.hosts[link.a].pid} type veth "
-                         f"peer name {nic.leaf_ifname} address {nic.leaf_mac} netns {pids[link.b]}")
-        else:
+        if link.kind == "fabric":
             for node, peer in ((link.a, link.b), (link.b, link.a)):
                 port = lay.port(node, peer)
                 lines.append(f"link add name {port.ifname} address {port.mac} netns {pids[node]} type veth "

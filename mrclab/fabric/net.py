@@ -39,6 +39,7 @@ from ..spec.topology import Topology
 from . import datapath as datapath_mod
 from . import hostconf
 from . import layout as layout_mod
+from .cables import HostCables
 from .egress import CSUM_CARRIER, CSUM_MAKE_FINAL, Ecn, Egress
 from .faults import Faults
 
@@ -77,6 +78,7 @@ class Fabric:
         self.convergence_delay = convergence_delay  # how long ecmp-reconverge waits before reprogramming
         self.seed = seed  # the kernel ECMP hash seed derives from it, so reruns hash alike
         self.hosts: dict[str, Host] = {}
+        self.cables = HostCables(self)
         self.switches = self.datapath.switches(self)
         self.datapath_detail = f"{self.switches.describe()} ({why})"
         self.controller: Controller | None = None
@@ -130,6 +132,7 @@ class Fabric:
             node = Host(host.node, inNamespace=True)
             self.hosts[name] = node
             self.state.add_process(node.pid, f"host {name}")
+        self.cables.make()
         in_parallel({node: hostconf.namespace_script() for node in self.hosts.values()})
 
     def _shape(self, egress: Egress) -> None:
@@ -151,6 +154,7 @@ class Fabric:
                 else:  # a leaf's port towards a host is the last hop and never marks, as in MRC's fabric
                     egress.attach(ifname, rate, queue, mtu, trim=t.trim, netns_pid=self.netns_pid(node),
                                   csum_mode=csum, ecn=ecn if link.kind == "fabric" else None)
+        self.cables.join(egress, mtu)
 
     # -- what a runner uses -----------------------------------------------------------------
 
@@ -220,6 +224,7 @@ class Fabric:
             if self.egress is not None:
                 self.egress.close()
             self.switches.close()
+            self.cables.close()
             for node in self.hosts.values():
                 node.terminate()
             if self.owns_state:

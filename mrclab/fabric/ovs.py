@@ -155,12 +155,14 @@ class OvsSwitches:
                 return {}
 
         f = self.fabric
+        result = subprocess.run(["ip", "-batch", "-"], input="\n".join(f.cables.lines(None)) + "\n",
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"making the host cables failed: {result.stderr.strip()[-400:]}")
         for link in f.topology.links:
-            if link.kind == "host":
-                nic = f.layout.hosts[link.a].nics[link.plane]
+            if link.kind == "host":  # made above (see `cables`); the bridge adds its end as the port's number
                 port = f.layout.port(link.b, link.a)
-                Link(f.hosts[link.a], self.nodes[link.b], port1=link.plane, port2=port.number, intfName1=nic.ifname,
-                     intfName2=port.ifname, addr1=nic.mac, addr2=port.mac, intf=BareIntf)
+                BareIntf(port.ifname, node=self.nodes[link.b], port=port.number)
             else:
                 port1, port2 = f.layout.port(link.a, link.b), f.layout.port(link.b, link.a)
                 Link(self.nodes[link.a], self.nodes[link.b], port1=port1.number, port2=port2.number,

@@ -99,6 +99,7 @@ def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome
         "events": _events(scenario, outcome),
         "unfired_events": rows(outcome.unfired),
         "ev_changes": rows(outcome.ev_changes),
+        "nic_changes": rows(outcome.nic_changes),
         "series": results.series(outcome.sample_times, lab.samples),
         "recovery": results.recovery(lab.marks, outcome.t0),
         "links": lab.links,

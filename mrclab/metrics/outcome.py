@@ -1,7 +1,7 @@
 """The raw record of an executed workload: what the runner saw, before metrics turn it into results.json.
 
 Messages are keyed by `MessageKey` (connection, message number = step); the other records
-are one frozen value per step, fired action, unfired event and EV state change.
+are one frozen value per step, fired action, unfired event, EV state change and NIC change.
 """
 from __future__ import annotations
 
@@ -78,6 +78,16 @@ class EvChange:
     new: str
 
 
+@dataclass(frozen=True)
+class NicChange:
+    """A host's NIC on a plane went down (lost its link) or came back, as its agent saw it."""
+
+    t_s: float
+    host: str
+    plane: int
+    state: str  # "down" | "up"
+
+
 @dataclass
 class Outcome:
     """Filled in by the runner's step loop; read by `metrics.results` and `metrics.document`."""
@@ -93,6 +103,7 @@ class Outcome:
     fired: list[Fired] = field(default_factory=list)
     unfired: list[Unfired] = field(default_factory=list)
     ev_changes: list[EvChange] = field(default_factory=list)
+    nic_changes: list[NicChange] = field(default_factory=list)
     sample_times: dict[int, float] = field(default_factory=dict)  # sampling round -> t_s
     aborted: str | None = None
     # (from, to) -> DATA packets senders put into a downed hop

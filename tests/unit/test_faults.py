@@ -16,14 +16,14 @@ def _faults(monkeypatch, read_s=0.05):
         calls.append(("read", time.monotonic()))
         return {name: drops["n"] for name in ports}
 
-    def ip_batch(lines, netns_pid=None):
-        calls.append(("ip " + ";".join(lines), time.monotonic()))
+    def ip_batches(batches):
+        calls.append(("ip " + ";".join(line for lines in batches.values() for line in lines), time.monotonic()))
 
     monkeypatch.setattr(faults_mod.ovs, "tx_dropped", tx_dropped)
-    monkeypatch.setattr(faults_mod, "_ip_batch", ip_batch)
+    monkeypatch.setattr(faults_mod, "ip_batches", ip_batches)
     topo = topology.load("clos-2p-2l-2s")
     layout = layout_mod.build(topo, "mtf1")
-    return faults_mod.OvsFaults(topo, layout, egress=None, host_pids={}), calls, drops
+    return faults_mod.OvsFaults(topo, layout, egress=None, host_pids={}, cables=None), calls, drops
 
 
 def test_a_fault_is_timed_at_the_ip_command_not_before_the_slow_counter_read(monkeypatch):

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 // Switch-port egress for mrclab: a virtual queue draining at the port rate, MRC packet
-// trimming when it would overflow, ECN marking as it fills, and loss / blackhole faults. One program serves every
+// trimming when it would overflow, ECN marking as it fills, and loss / blackhole faults;
+// and the patch that joins the two halves of a host cable (`patch`, at the end). One program serves every
 // port of a run; the port id arrives in skb->tc_classid, which cls_bpf sets to the minor
 // of the filter's `classid` before running the program. Python (mrclab/fabric/egress.py)
 // writes `cfg` and reads `stats`; the layouts of the structs below are mirrored there.
@@ -331,6 +332,15 @@ int egress(struct __sk_buff *skb)
 			s->ecn_marked += segs;
 	}
 	return TC_ACT_OK;
+}
+
+// A host cable's patch (mrclab/fabric/cables.py): on each of its two ends, at tc ingress, whatever
+// arrives goes straight into the ingress of the other end's peer (in that peer's own namespace).
+// The other end's interface index arrives as the filter's classid minor.
+SEC("tc")
+int patch(struct __sk_buff *skb)
+{
+	return bpf_redirect_peer(skb->tc_classid, 0);
 }
 
 char LICENSE[] SEC("license") = "GPL";
