@@ -64,6 +64,9 @@ from .loop import TIMER_GRANULARITY, Attached, Reactor
 from .payload import Payloads
 
 RECV_BATCH = 64
+CONNECTION_KEYS = ("data_sent", "retransmitted", "trimmed", "ce_received", "ecn_skips", "bytes_delivered")
+"""The counters each connection reports on its own (stats `connections`): what a researcher compares between
+the connections of a run, ECN's signal and the EV turns it cost among them."""
 RECOVERY_KEYS = ("trimmed", "retransmitted", "timeouts")
 MARK_BIN_S = 0.001
 """When each of RECOVERY_KEYS grew, in bins of MARK_BIN_S of the monotonic clock, so the report plots
@@ -426,18 +429,21 @@ class MrcDatapath(Attached):
                         "reason": "payload_mismatch", "t": now})
 
     def stats(self) -> dict:
-        """Counters summed over connections; EV states, last DATA send and DATA packets per (peer, EV) of
-        sending ones."""
+        """Counters summed over connections, and some of each on its own (`CONNECTION_KEYS`); EV states, last
+        DATA send and DATA packets per (peer, EV) of sending ones."""
         totals: dict[str, int] = {}
         ev_states = {state.name: 0 for state in EvState}
         last_send: dict[str, dict[str, float]] = {}
         ev_sent: dict[str, dict[str, int]] = {}  # peer -> EV -> DATA packets, over connections
         rtts = []
         hist: dict[int, int] = {}
+        connections = []
         for p in self._peers.values():
             conn = p.conn
-            for name, value in conn.counters.as_dict().items():
+            mine = conn.counters.as_dict()
+            for name, value in mine.items():
                 totals[name] = totals.get(name, 0) + value
+            connections.append({"conn": conn.conn_id, "peer": p.peer, **{k: mine.get(k, 0) for k in CONNECTION_KEYS}})
             if not p.sending:
                 continue
             per_ev = last_send.setdefault(str(p.peer), {})
@@ -475,14 +481,14 @@ class MrcDatapath(Attached):
         }
         for name in ("sacks", "lost", "ev_retired", "ev_restored", "paths_retired", "paths_restored",
                      "retirements_undone",
-                     "paths_held", "skips", "duplicates", "malformed", "digest_failures"):
+                     "paths_held", "skips", "duplicates", "malformed", "digest_failures", "ce_received", "ecn_skips"):
             counters[name] = totals.get(name, 0)
         for name in ("verify_failures", "send_retries", "socket_errors", "strangers", "nic_down_discards"):
             counters[name] = own[name]
         marks = {key: {str(slot): n for slot, n in bins.items()} for key, bins in self._marks.items() if bins}
         self._marks = {key: {} for key in RECOVERY_KEYS}  # each stats reply carries what is new since the last
         return {"counters": counters, "ev_states": ev_states, "last_send": last_send, "ev_sent": ev_sent,
-                "marks": marks,
+                "marks": marks, "connections": connections,
                 "base_rtt_s": min(rtts) if rtts else None, "rtt_hist": {str(b): n for b, n in hist.items()}}
 
     def close(self) -> None:

@@ -51,6 +51,7 @@ def build(*, scenario: Scenario, run_id: str, started_at: str, outcome: Outcome,
     """The results document; `failure` is (status, why) of a run that stopped on an error or a signal."""
     summary = results.summary(outcome, lab.stats)
     summary["link_drops"] = results.link_drops(lab.links)
+    summary["ecn"] = results.ecn(lab.links, lab.stats)
     if lab.cost is not None:
         summary["cpu_s_per_mib"] = lab.cost
     fidelity = lab.fidelity
@@ -103,6 +104,7 @@ def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome
         "series": results.series(outcome.sample_times, lab.samples),
         "recovery": results.recovery(lab.marks, outcome.t0),
         "links": lab.links,
+        "connections": results.connections(lab.stats, scenario.topology.host_names),
         "controller": lab.controller,
         "fidelity": fidelity,
     }

@@ -86,6 +86,22 @@ def with_sends_into_faults(links: list[dict], sent: dict[tuple[str, str], int]) 
     return out
 
 
+def ecn(links: list[dict], agent_stats: dict[str, dict]) -> dict:
+    """ECN over the run: packets the switch ports marked CE, CE-marked packets the receivers got, and the EV
+    turns senders sat out because of the echoes."""
+    counters = [s.get("counters", {}) for s in agent_stats.values()]
+    return {"marked": sum(link.get("ecn_marked", 0) for link in links),
+            "ce_received": sum(c.get("ce_received", 0) for c in counters),
+            "ev_skips": sum(c.get("ecn_skips", 0) for c in counters)}
+
+
+def connections(agent_stats: dict[str, dict], host_names: list[str]) -> list[dict]:
+    """One row per connection end: the host, its peer, the connection id and its own counters."""
+    rows = [{"host": host, "peer": host_names[row["peer"]], **{k: v for k, v in row.items() if k != "peer"}}
+            for host, stats in agent_stats.items() for row in stats.get("connections", [])]
+    return sorted(rows, key=lambda r: (host_names.index(r["host"]), host_names.index(r["peer"]), r["conn"]))
+
+
 def link_drops(links: list[dict]) -> dict:
     """Packets the emulated links dropped, by cause, summed over every link direction."""
     return {key: sum(link.get(key, 0) for link in links) for key in DROP_KEYS}

@@ -68,7 +68,7 @@ def test_link_and_spine_down_break_exactly_their_paths_and_no_flow(fabric):
     finally:
         fabric.apply("switch_up", "p1s1")
     assert broken == _through(all_paths, plane=1, spine=1)
-    fabric.apply("link_down", "h1-p0l0")  # a host cable: its host end is inside h1's namespace
+    fabric.apply("link_down", "h1-p0l0")  # a host cable, pulled at its patch: h1's NIC loses carrier
     fabric.apply("blackhole", "p1s0-p1l1")  # silent drop in the egress program, both directions
     try:
         broken = failed(verify_paths(fabric, QUICK))
@@ -170,7 +170,7 @@ def test_a_verifying_receiver_accepts_every_datagram_trimmed_ones_too(fabric):
 def test_teardown_leaves_nothing(fabric, leftovers):
     state = fabric.state
     processes = list(state.processes)
-    assert len(processes) == TOPO.hosts + len(TOPO.switch_names) + 1  # hosts, switch shells, controller
+    assert len(processes) == TOPO.hosts + len(TOPO.switch_names) + 2  # hosts, switches, controller, cables
     fabric.close()
     assert leftovers(state.prefix, processes) == []
     assert not state.path.exists()

@@ -172,7 +172,11 @@ def test_mrc_datapath_moves_and_verifies_messages():
         {m: (s, True, 0, 9) for m, s in sizes.items()}
     assert not [e for e in events[0] + events[3] if e["event"] == "failed"]
     stats = dps[0].stats()
-    assert set(stats) == {"counters", "ev_states", "last_send", "ev_sent", "base_rtt_s", "rtt_hist", "marks"}
+    assert set(stats) == {"counters", "ev_states", "last_send", "ev_sent", "base_rtt_s", "rtt_hist", "marks",
+                          "connections"}
+    [conn] = stats["connections"]  # each connection on its own, with what ECN did to it
+    assert (conn["conn"], conn["peer"]) == (9, 3) and conn["data_sent"] == stats["counters"]["data_sent"]
+    assert conn["ce_received"] == conn["ecn_skips"] == 0
     assert sum(n for evs in stats["ev_sent"].values() for n in evs.values()) == stats["counters"]["data_sent"]
     for key in ("trimmed", "retransmitted", "timeouts"):  # every increment has its millisecond, reported once
         assert sum(stats["marks"].get(key, {}).values()) == stats["counters"][key]

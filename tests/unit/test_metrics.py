@@ -1,4 +1,5 @@
 import os
+from dataclasses import asdict
 
 import pytest
 
@@ -274,3 +275,36 @@ def test_rtt_histogram_quantiles_and_mean_are_within_a_bucket_of_the_samples():
     assert rtt_quantile(hist, 1.0) == pytest.approx(0.05, rel=0.023)
     assert rtt_mean(hist) == pytest.approx(sum(samples) / len(samples), rel=0.023)
     assert rtt_quantile({}, 0.5) is None and rtt_mean({}) is None
+
+
+def test_nic_changes_are_recorded_with_their_host_and_time():
+    """An agent's `nic` event becomes a `nic_changes` row, its time on the run's clock."""
+    from collections import deque
+    from types import SimpleNamespace
+
+    from mrclab.execution import Execution
+    from mrclab.spec import scenario as scenario_mod
+
+    execution = Execution(scenario_mod.load("smoke"), fabric=None, agents=SimpleNamespace(events=deque([
+        {"event": "nic", "plane": 1, "state": "down", "t": 12.25, "host": "h3"},
+        {"event": "nic", "plane": 1, "state": "up", "t": 12.75, "host": "h3"}])))
+    execution.outcome.t0 = 10.0
+    execution._drain_events()
+    rows = [asdict(c) for c in execution.outcome.nic_changes]
+    assert rows == [{"t_s": 2.25, "host": "h3", "plane": 1, "state": "down"},
+                    {"t_s": 2.75, "host": "h3", "plane": 1, "state": "up"}]
+
+
+def test_ecn_totals_and_connection_rows_come_from_links_and_agents():
+    from mrclab.metrics import results as results_mod
+
+    links = [{"ecn_marked": 5}, {"ecn_marked": 2}, {}]
+    stats = {"h2": {"counters": {"ce_received": 6, "ecn_skips": 4},
+                    "connections": [{"conn": 7, "peer": 0, "ce_received": 6, "ecn_skips": 0}]},
+             "h0": {"counters": {"ce_received": 0, "ecn_skips": 4},
+                    "connections": [{"conn": 7, "peer": 2, "ce_received": 0, "ecn_skips": 4},
+                                    {"conn": 3, "peer": 2, "ce_received": 0, "ecn_skips": 0}]}}
+    assert results_mod.ecn(links, stats) == {"marked": 7, "ce_received": 6, "ev_skips": 8}
+    rows = results_mod.connections(stats, ["h0", "h1", "h2"])
+    assert [(r["host"], r["peer"], r["conn"]) for r in rows] == [("h0", "h2", 3), ("h0", "h2", 7), ("h2", "h0", 7)]
+    assert rows[1]["ecn_skips"] == 4
