@@ -27,7 +27,6 @@ QUIET_IPV6 = {
 }
 SYSCTLS = {
     **QUIET_IPV6,
-    "net.ipv6.conf.default.keep_addr_on_down": 1,
     "net.ipv6.conf.all.accept_ra": 0,
     "net.ipv6.conf.all.forwarding": 0,
 }
@@ -39,10 +38,8 @@ def namespace_script() -> str:
 
 
 def nic_lines(nic: Nic) -> list[str]:
-    """`ip -batch` lines that give a NIC its address, gateway neighbour and plane route (idempotent).
-
-    Also what brings a NIC back after an admin down: the kernel keeps the address
-    (keep_addr_on_down) but flushes the route and the permanent neighbour."""
+    """`ip -batch` lines that give a NIC its address, gateway neighbour and plane route (idempotent). A pulled
+    cable leaves all three in place (see `cables`)."""
     dev = nic.ifname
     return [f"addr replace {nic.address}/128 dev {dev} nodad",
             f"neigh replace {GATEWAY_IP} lladdr {nic.leaf_mac} dev {dev} nud permanent",

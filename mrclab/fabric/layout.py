@@ -13,7 +13,7 @@ datapath), two: one per direction, each sending on the port's own interface and 
 the peer's receive interface (``<port>r``). Cutting such a cable downs the two receive
 interfaces, which hold no routes, so the sending ends only lose carrier and keep their
 routes, as a router's ports do when a fibre is pulled (an administratively downed interface
-loses its routes in Linux). A host cable is always one pair.
+loses its routes in Linux). A host cable is patched instead, on both datapaths (see `cables`).
 
 Port numbers are fixed: a leaf's hosts on ports 1..hosts_per_leaf (in host order), then
 its spines; a spine's leaves on ports 1..leaves.

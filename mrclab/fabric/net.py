@@ -10,10 +10,11 @@ order chosen for speed and for cleanliness (each step is one batch where it can 
    the RunState *before* anything is created;
 2. host shells (Mininet `Host`, one network namespace each; PIDs recorded) get their
    IPv6 sysctls before any NIC exists, so NICs are born without link-local addresses;
-3. the switches and the veth cables are made and configured, each host's NICs by one
-   command per host, sent to all hosts in parallel;
+3. the switches and the veth cables are made and configured (host cables through the run's
+   cable namespace, `cables`), each host's NICs by one command per host, sent to all hosts in
+   parallel;
 4. the switches start and the controller programs them, once;
-5. every port and every host NIC is shaped through `Egress`;
+5. every port and every host NIC is shaped through `Egress`, and the host cables' patches joined;
 6. it returns once the controller has programmed every switch.
 
 Leaving it (normally, by exception, SIGINT or SIGTERM) removes exactly what was built,

@@ -117,8 +117,9 @@ def tx_dropped(ports: dict[str, tuple[str, int]]) -> dict[str, int]:
 class OvsSwitches:
     """The `ovs` datapath's switches: one OVS bridge per switch in the root namespace, OpenFlow 1.3,
     fail_mode=secure, programmed by the os-ken controller at 127.0.0.1; the kernel datapath where the
-    openvswitch module is loaded, else userspace (`netdev`). Cables are Mininet veth links whose
-    switch ends join the bridges; IPv6 is off on them (OVS forwards, the kernel must not)."""
+    openvswitch module is loaded, else userspace (`netdev`). Cables between switches are Mininet veth links
+    whose ends join the bridges; a host cable's leaf port is its patch's veth end in the root namespace (see
+    `cables`). IPv6 is off on every port (OVS forwards, the kernel must not)."""
 
     def __init__(self, fabric) -> None:
         self.fabric = fabric
