@@ -98,6 +98,9 @@ def _summary_table(run: Run) -> str:
              ["RTT", escape(summary.rtt_text(s))],
              ["link drops: queue / loss / blackhole / link down",
               " / ".join(str(s.get("link_drops", {}).get(k, 0)) for k in DROP_KEYS)]]
+    if "ecn" in s:
+        rows.append(["ECN: packets marked / CE received / EV turns skipped",
+                     " / ".join(str(s["ecn"][k]) for k in ("marked", "ce_received", "ev_skips"))])
     return _table(["metric", "value"], rows)
 
 
@@ -119,6 +122,16 @@ def _events_table(run: Run) -> str:
         rows.append([f"{e['t_s']:.3f}", escape(e["action"]), escape(e["target"]), escape(rate_text(e)),
                      _ms(e, "avoid_s", "never used"), _ms(e, "revive_s", "nothing to revive"), escape(event_text(e))])
     return _table(["t (s)", "action", "target", "rate", "avoid_s", "revive_s", "as plotted"], rows)
+
+
+def _nic_table(run: Run) -> str:
+    """When a host's NIC lost its link and got it back, as its agent heard it (nothing when none did)."""
+    changes = run.results.get("nic_changes") or []
+    if not changes:
+        return ""
+    return "<h3>Host NICs</h3>" + _table(["t (s)", "host", "plane", "link"],
+                                         [[f"{c['t_s']:.3f}", escape(c["host"]), str(c["plane"]), escape(c["state"])]
+                                          for c in changes])
 
 
 def _ms(event: dict, key: str, none: str) -> str:
@@ -182,7 +195,7 @@ def render(run: Run, pictures: list[Picture]) -> str:
         "<h2>Summary</h2>", _summary_table(run),
         "<h2>Expectations</h2>", _expectations_table(run),
         "<h2>Plots</h2>", *(_figure(p) for p in pictures),
-        "<h2>Fault timeline</h2>", _events_table(run),
+        "<h2>Fault timeline</h2>", _events_table(run), _nic_table(run),
         "<h2>Settings (resolved scenario.yaml)</h2>", _settings_table(run),
         f'<p class="sub">Run directory: {escape(str(run.dir.resolve()))}</p>',
         "</body></html>",

@@ -66,6 +66,9 @@ def test_report_html_names_the_run_its_events_and_expectations(mrc_dir):
     assert "<td>min_goodput_fraction</td><td>≥ 50% of ideal</td>" in page
     assert "<td>topology.links.fabric_rate</td><td>100Mbit</td>" in page
     assert "Fidelity ok" in page and "banner bad" not in page
+    assert "<td>ECN: packets marked / CE received / EV turns skipped</td><td>12 / 11 / 9</td>" in page
+    for change in doc["nic_changes"]:
+        assert f"<td>{change['t_s']:.3f}</td><td>h2</td><td>3</td><td>{change['state']}</td>" in page
 
 
 def test_step_time_plot_is_steps_csv(mrc_dir):
