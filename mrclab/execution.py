@@ -136,7 +136,8 @@ class Execution:
                 o.ev_changes.append(EvChange(round(e["t"] - o.t0, 6), e["host"], self.topo.host_names[e["peer"]],
                                              e["ev"], plane, f"p{plane}s{spine}", e["old"], e["new"]))
             elif kind == "nic":
-                o.nic_changes.append(NicChange(round(e["t"] - o.t0, 6), e["host"], e["plane"], e["state"]))
+                owner = self.topo.host_names[e["of"]] if "of" in e else e["host"]
+                o.nic_changes.append(NicChange(round(e["t"] - o.t0, 6), owner, e["plane"], e["state"], e["host"]))
         p.failed = len(o.failed)
 
     def _fire_due(self) -> None:

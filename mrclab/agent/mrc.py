@@ -53,6 +53,7 @@ from ..transport import (
     MessageCompleted,
     MessageDelivered,
     MessageFailed,
+    NicStateChanged,
     TransportConfig,
     WireError,
 )
@@ -163,6 +164,7 @@ class MrcDatapath(Attached):
         self._retry_at: float | None = None
         self._busy: set[_Peer] = set()  # peers with messages in flight: they share the host's pacing rate
         self._nic_down = 0  # bitmap of the planes whose NIC is down
+        self._far_down: dict[int, int] = {}  # peer -> its planes whose NIC is down, as its SACKs said
         self._marks: dict[str, dict[int, int]] = {key: {} for key in RECOVERY_KEYS}
         self.counters = dict(messages_sent=0, bytes_sent=0, bytes_verified=0, verify_failures=0,
                              send_retries=0, socket_errors=0, strangers=0, nic_down_discards=0)
@@ -397,9 +399,23 @@ class MrcDatapath(Attached):
             elif kind is MessageFailed:
                 self._emit({"event": "failed", "conn": conn_id, "peer": peer, "msg": event.msg_id,
                             "reason": event.reason, "t": time.monotonic()})
+            elif kind is NicStateChanged:
+                self._far_nics(peer, event.remote, event.now)
         if p in self._busy and not p.conn.busy:
             self._busy.discard(p)
             self._share_pacing()
+
+    def _far_nics(self, peer: int, down: int, now: float) -> None:
+        """A connection heard from ``peer``'s SACKs which of its NICs are down: report each plane that changed, once
+        per peer (its other connections hear the same)."""
+        changed = down ^ self._far_down.get(peer, 0)
+        if not changed:
+            return
+        self._far_down[peer] = down
+        for plane in range(self._plan.planes):
+            if changed >> plane & 1:
+                self._emit({"event": "nic", "of": peer, "plane": plane, "state": "down" if down >> plane & 1 else "up",
+                            "t": now})
 
     def _note_recovery(self, p: _Peer, seen: tuple, now: float) -> None:
         slot = int(now / MARK_BIN_S)

@@ -80,12 +80,14 @@ class EvChange:
 
 @dataclass(frozen=True)
 class NicChange:
-    """A host's NIC on a plane went down (lost its link) or came back, as its agent saw it."""
+    """A host's NIC on a plane went down (lost its link) or came back, as ``seen_by`` heard of it: the host itself
+    (netlink), or a peer (the bitmap in the host's SACKs)."""
 
     t_s: float
     host: str
     plane: int
     state: str  # "down" | "up"
+    seen_by: str
 
 
 @dataclass

@@ -125,13 +125,14 @@ def _events_table(run: Run) -> str:
 
 
 def _nic_table(run: Run) -> str:
-    """When a host's NIC lost its link and got it back, as its agent heard it (nothing when none did)."""
+    """When a host's NIC lost its link and got it back, as its own agent and its peers heard it (nothing when none
+    did)."""
     changes = run.results.get("nic_changes") or []
     if not changes:
         return ""
-    return "<h3>Host NICs</h3>" + _table(["t (s)", "host", "plane", "link"],
-                                         [[f"{c['t_s']:.3f}", escape(c["host"]), str(c["plane"]), escape(c["state"])]
-                                          for c in changes])
+    return "<h3>Host NICs</h3>" + _table(["t (s)", "host", "plane", "link", "seen by"],
+                                         [[f"{c['t_s']:.3f}", escape(c["host"]), str(c["plane"]), escape(c["state"]),
+                                           escape(c.get("seen_by", c["host"]))] for c in changes])
 
 
 def _ms(event: dict, key: str, none: str) -> str:

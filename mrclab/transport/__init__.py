@@ -7,8 +7,8 @@ from .config import TransportConfig
 from .connection import Connection
 from .counters import Counters
 from .ev import EvState, EvStateChanged
-from .events import MessageCompleted, MessageDelivered, MessageFailed
+from .events import MessageCompleted, MessageDelivered, MessageFailed, NicStateChanged
 from .wire import MRC_UDP_PORT, WireError
 
 __all__ = ["Connection", "Counters", "EvState", "EvStateChanged", "MRC_UDP_PORT", "MessageCompleted",
-           "MessageDelivered", "MessageFailed", "TransportConfig", "WireError"]
+           "MessageDelivered", "MessageFailed", "NicStateChanged", "TransportConfig", "WireError"]

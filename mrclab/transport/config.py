@@ -44,7 +44,8 @@ class TransportConfig:
     rto_max: float = 0.5
     """Ceiling of the exponentially backed-off timeout."""
     max_retransmits: int = 50
-    """Transmissions of one packet beyond the first before the connection fails (RC's retry_cnt)."""
+    """Losses of one packet (found by RACK or a timeout) before the connection fails, as RC's retry_cnt counts
+    timeouts. A trim NACK never counts: it says the fabric is busy, not that a path is dead."""
     reorder_window: float = 0.002
     """RACK: a packet sent before one already SACKed is lost once outstanding this long beyond that packet's RTT.
     The window used is the largest of this, the base RTT, ``reorder_rttvar`` x rttvar and what packets wrongly
@@ -60,6 +61,9 @@ class TransportConfig:
     turns, where a false loss costs a retransmission and a retirement, so it can act a reorder window sooner and
     on the latest RTT alone. On the default lab over Linux routers, 0.5 ms held a cut path after 13-16 ms where
     2 ms took 21-52 ms, at the same goodput (docs/performance.md). A large value (1 s) turns holding off."""
+    skip_rtts: float = 2.0
+    """An EV whose packet came back with an ECN echo sits out its turns for this many smoothed RTTs (and one turn
+    at least, as after a trim NACK): long enough for the marked queue to drain while spraying goes elsewhere."""
     sack_every: int = 4
     """The receiver SACKs every N data packets (and at once on ECN, duplicates and message completion)."""
     sack_delay: float = 0.0002
@@ -121,6 +125,7 @@ class TransportConfig:
             ("reorder_rttvar", self.reorder_rttvar >= 0, ">= 0"),
             ("reorder_window_max", self.reorder_window_max >= self.reorder_window, ">= reorder_window"),
             ("hold_window", self.hold_window >= 0, ">= 0"),
+            ("skip_rtts", self.skip_rtts >= 0, ">= 0"),
             ("sack_every", self.sack_every >= 1, ">= 1"),
             ("sack_delay", self.sack_delay >= 0, ">= 0"),
             ("cc_init_window", self.cc_init_window >= 1, ">= 1"),
@@ -185,8 +190,9 @@ UNITS: dict[str, str] = {
     "mss": "bytes", "ev_count": "count", "ev_min_active": "count", "probe_interval": "s",
     "probe_interval_max": "s", "probe_successes": "count", "rto_min": "s", "rto_initial": "s", "rto_max": "s",
     "max_retransmits": "count", "reorder_window": "s", "reorder_rttvar": "x", "reorder_window_max": "s",
-    "hold_window": "s", "sack_every": "count", "sack_delay": "s", "cc": "bool", "cc_init_window": "bytes",
-    "cc_max_window": "bytes", "cc_base_rtt": "s", "cc_target_delay": "s", "cc_delay_filter": "count",
+    "hold_window": "s", "skip_rtts": "x", "sack_every": "count", "sack_delay": "s", "cc": "bool",
+    "cc_init_window": "bytes", "cc_max_window": "bytes", "cc_base_rtt": "s", "cc_target_delay": "s",
+    "cc_delay_filter": "count",
     "cc_ai": "x", "cc_fi": "x", "cc_md": "x", "cc_trim_md": "x", "pace_rate": "bytes/s", "pace_depth": "bytes",
     "pace_slack": "s", "single_path": "bool", "max_message": "bytes",
 }

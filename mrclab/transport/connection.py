@@ -52,10 +52,11 @@ class Connection:
         """Queue a message (RDMA-write semantics). ``data`` is not copied: leave it alone until completed."""
         self._tx.send_message(msg_id, data)
 
-    def receive(self, datagram: bytes | bytearray | memoryview, ev_hint: int | None, now: float) -> None:
+    def receive(self, datagram: bytes | bytearray | memoryview, ev_hint: int | None, now: float, *,
+                ce: bool = False) -> None:
         """Feed one datagram. ``ev_hint``: the EV to answer on, when the agent wants the return path pinned;
-        None answers on the EV the datagram names (the same path back). Malformed datagrams are counted
-        in ``counters.malformed`` and dropped."""
+        None answers on the EV the datagram names (the same path back). ``ce``: its IPv6 header arrived marked
+        Congestion Experienced. Malformed datagrams are counted in ``counters.malformed`` and dropped."""
         try:
             pkt: Any = decode(datagram)  # dispatched by exact class below: cheaper per datagram than isinstance
         except WireError:
@@ -66,7 +67,7 @@ class Connection:
             return
         kind = pkt.__class__
         if kind is Data:
-            self._rx.on_data(pkt, pkt.ev if ev_hint is None else ev_hint, now)
+            self._rx.on_data(pkt, pkt.ev if ev_hint is None else ev_hint, now, ce)
         elif kind is Sack:
             self._tx.on_sack(pkt, now)
         elif kind is Nack:
@@ -118,6 +119,18 @@ class Connection:
     def deny_ev(self, ev: int, now: float) -> None:
         """Stop using an EV (administrative), replacing it from the same plane's spares if any."""
         self._evs.deny(ev, now)
+
+    def set_nic_down(self, planes: int, now: float) -> None:
+        """This host's planes whose NIC link is down (bitmap, bit k for plane k; 0: all up). From this call on
+        nothing is sent on them (what was in flight there is resent on the others) and every SACK tells the far
+        end, which then avoids them too; undone when the bit clears. A ``NicStateChanged`` event records it."""
+        self._rx.nic_down = planes
+        self._tx.set_planes_down(planes, now)
+
+    @property
+    def planes_down(self) -> tuple[int, int]:
+        """(this host's, the far end's) planes whose NIC is down, as bitmaps."""
+        return self._tx.planes_down
 
     def allow_ev(self, ev: int, now: float) -> None:
         self._evs.allow(ev, now)

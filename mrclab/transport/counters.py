@@ -17,7 +17,8 @@ class Counters:
     probe_replies: int = 0  # PROBE_REPLYs received
     warm_probes: int = 0  # warm-up probes sent (one per path, Connection.warm), not counted in probes
     warm_replies: int = 0  # ... and their replies
-    skips: int = 0  # EV turns skipped on trim NACK or ECN echo
+    skips: int = 0  # EVs made to skip on a trim NACK or an ECN echo
+    ecn_skips: int = 0  # of which on an ECN echo: ECN's load balancing at work
     paths_held: int = 0  # paths kept free of new data while a packet on them was overdue (see sender)
     ev_retired: int = 0  # EVs marked ASSUMED_BAD
     ev_restored: int = 0  # EVs brought back by probes
@@ -32,6 +33,7 @@ class Counters:
     data_received: int = 0  # DATA packets accepted (new, untrimmed)
     bytes_received: int = 0  # payload bytes placed
     duplicates: int = 0  # DATA packets already received
+    ce_received: int = 0  # DATA packets that arrived marked Congestion Experienced (IPv6 ECN)
     nacks: int = 0  # trim NACKs sent
     sacks: int = 0  # SACKs sent
     messages_delivered: int = 0

@@ -5,7 +5,9 @@ States follow the OCP MRC API (``mrc_ctl.h``):
 * ``UNKNOWN`` - in use, nothing heard back yet;
 * ``GOOD`` - a packet sent on it was acknowledged;
 * ``SKIP`` - transient: a trim NACK or ECN echo said the path is congested, so it sits
-  out its next turn and is GOOD again. Congestion is never a reason to retire a path.
+  out its next turn, and the rest of the time the owner gives (``skip_until``: an ECN echo
+  means "avoid that EV for a while"), and is GOOD again. Congestion is never a reason to
+  retire a path.
 * ``ASSUMED_BAD`` - its path lost a packet without a trim: loss means failure, so the
   EV gets no more data until probes of its path succeed ``probe_successes`` times in a row;
 * ``DENIED`` - excluded by the operator (:meth:`EvSet.deny`) until :meth:`EvSet.allow`.
@@ -33,6 +35,13 @@ path not known bad, so planes stay balanced; with none left it keeps its slot, s
 until its path heals. Retirement never takes the number of usable slots below
 ``ev_min_active``: EVs of a bad path that would break that floor stay in service
 (``Counters.loss_at_min_active`` counts the losses that could not retire their EV).
+
+**Planes whose NIC is down.** The owner says which planes have no NIC link
+(:meth:`EvSet.set_planes_down`: this host's own NICs, and the far end's as its SACKs report
+them). Their EVs keep their states and slots but are passed over, so spraying spreads over the
+remaining planes' slots at once, without a loss or a retirement; a loss on such a plane
+condemns no path (the NIC, not the path, failed), and its bad paths are not probed until the
+plane is back.
 
 A path the owner *holds* (:meth:`EvSet.hold`: a packet on it is overdue, not yet declared
 lost) is passed over like a skipped EV, turn after turn, until :meth:`EvSet.release`; it
@@ -75,8 +84,8 @@ USABLE = frozenset({UNKNOWN, GOOD, SKIP})
 
 TRANSITIONS: dict[str, dict[EvState, EvState]] = {
     "delivered": {UNKNOWN: GOOD},  # a packet sent on it was acknowledged
-    "congested": {UNKNOWN: SKIP, GOOD: SKIP},  # a trim NACK or ECN echo: sit out the next turn
-    "turn": {SKIP: GOOD},  # the turn sat out
+    "congested": {UNKNOWN: SKIP, GOOD: SKIP},  # a trim NACK or ECN echo: sit out a turn and a while
+    "turn": {SKIP: GOOD},  # the turn and the while sat out
     "retire": {UNKNOWN: ASSUMED_BAD, GOOD: ASSUMED_BAD, SKIP: ASSUMED_BAD},  # its path lost a packet
     "revive": {ASSUMED_BAD: GOOD},  # its path answered the probes, or the loss that condemned it was none
     "deny": {UNKNOWN: DENIED, GOOD: DENIED, SKIP: DENIED, ASSUMED_BAD: DENIED},  # the operator excludes it
@@ -103,11 +112,12 @@ class Path:
     Its fields are read by the owner and written by :class:`EvSet` alone.
     """
 
-    __slots__ = ("key", "evs", "bad", "probe_seq", "probe_last", "probe_ok", "next_probe", "probe_gap",
+    __slots__ = ("key", "plane", "evs", "bad", "probe_seq", "probe_last", "probe_ok", "next_probe", "probe_gap",
                  "probe_cursor", "cause", "cause_delivered", "heard", "rtt", "held")
 
-    def __init__(self, key: Hashable) -> None:
+    def __init__(self, key: Hashable, plane: int) -> None:
         self.key = key
+        self.plane = plane
         self.evs: list[Ev] = []
         self.bad = False
         self.probe_seq = 0  # next probe sequence number
@@ -136,7 +146,7 @@ class Path:
 class Ev:
     """One entropy value and what the sender knows about its path (written by :class:`EvSet` alone)."""
 
-    __slots__ = ("ev", "plane", "path", "state", "slot", "last_send", "sent")
+    __slots__ = ("ev", "plane", "path", "state", "slot", "last_send", "sent", "skip_until")
 
     def __init__(self, ev: int, plane: int, path: Path) -> None:
         self.ev = ev
@@ -146,6 +156,7 @@ class Ev:
         self.slot: int | None = None  # index in the active slots, None when in reserve or retired
         self.last_send: float | None = None  # last DATA packet put on this path
         self.sent = 0  # DATA packets put on this path
+        self.skip_until = 0.0  # a SKIP EV sits out its turns until then (and one turn at least)
 
 
 def latest_delay(previous: float, sample: float) -> float:
@@ -169,10 +180,11 @@ class EvSet:
         self._by_ev: dict[int, Ev] = {}
         for ev in evs:
             key = ev_path(ev) if ev_path is not None else ev
+            plane = ev_plane(ev)
             path = self._paths.get(key)
             if path is None:
-                path = self._paths[key] = Path(key)
-            e = self._by_ev[ev] = Ev(ev, ev_plane(ev), path)
+                path = self._paths[key] = Path(key, plane)
+            e = self._by_ev[ev] = Ev(ev, plane, path)
             path.evs.append(e)
         by_plane: dict[int, deque[Ev]] = {}
         for e in self._by_ev.values():
@@ -189,6 +201,7 @@ class EvSet:
         self.plane_rtt: dict[int, float] = {}  # plane -> its latest delay (see latest_delay)
         self.probing: list[Path] = []  # bad paths, probed (the owner reads it, to skip asking for probes)
         self._cursor = 0
+        self.planes_down = 0  # bitmap: planes whose NIC (ours or the far end's) is down
         self._min_active = min_active
         self._probe_interval = probe_interval
         self._probe_interval_max = probe_interval_max
@@ -213,21 +226,30 @@ class EvSet:
         cursor.
 
         ``avoid`` (the EV a lost packet went on) is passed over, and so is every EV of its path,
-        when another slot is usable; so are held paths (a packet on them is overdue). None when
-        no slot is usable (every EV denied or bad at ``ev_min_active``).
+        when another slot is usable; so are held paths (a packet on them is overdue). EVs of planes
+        whose NIC is down are never used. None when no slot is usable (every EV denied, bad at
+        ``ev_min_active``, or on a plane that is down).
         """
         slots = self.slots
         n = len(slots)
         cursor = self._cursor
         fallback = None
         avoid_path = avoid.path if avoid is not None else None
-        for _ in range(2 * n):  # a second lap finds EVs whose SKIP the first lap consumed
+        down = self.planes_down
+        for lap in range(2 * n):  # the second lap takes SKIP EVs whose while is not over, rather than none
             e = slots[cursor]
             cursor = cursor + 1 if cursor + 1 < n else 0
+            if down and down >> e.plane & 1:
+                continue
             state = e.state
             if state == SKIP:
+                if lap < n:
+                    if now >= e.skip_until:
+                        self._apply(e, "turn", now)  # sits out this turn, then is GOOD again
+                    continue
                 self._apply(e, "turn", now)
-            elif state in USABLE:
+                state = GOOD
+            if state in USABLE:
                 if (e.path is avoid_path or e.path.held is not None) and n > 1:
                     if fallback is None or e is avoid:
                         fallback = e
@@ -281,10 +303,20 @@ class EvSet:
         if path.cause_delivered:
             self.undo(path, now)
 
-    def congested(self, e: Ev, now: float) -> None:
-        """A trim NACK or ECN echo about this EV's path: skip one turn."""
-        if not self._single_path and self._apply(e, "congested", now):
-            self._counters.skips += 1
+    def congested(self, e: Ev, now: float, *, until: float = 0.0) -> bool:
+        """A trim NACK or ECN echo about this EV's path: it sits out its next turn, and its turns until ``until``.
+        True when the EV skips because of it (an EV already skipping keeps the later of the two ends)."""
+        if self._single_path:
+            return False
+        if e.state == SKIP:
+            if until > e.skip_until:
+                e.skip_until = until
+            return False
+        if not self._apply(e, "congested", now):
+            return False
+        e.skip_until = until
+        self._counters.skips += 1
+        return True
 
     def hold(self, path: Path, xseq: int) -> None:
         """Transmission ``xseq`` on ``path`` is overdue: no new data on the path until it is released (one hold
@@ -305,8 +337,8 @@ class EvSet:
     def lost(self, e: Ev, xseq: int, now: float) -> None:
         """Transmission ``xseq``, sent on ``e``, was lost without a trim: condemn its path (its EVs, as far
         as ``ev_min_active`` allows); a path not known bad before remembers ``xseq`` as the cause."""
-        if self._single_path or e.state == DENIED:
-            return
+        if self._single_path or e.state == DENIED or self.planes_down >> e.plane & 1:
+            return  # a plane whose NIC is down loses packets without any path being at fault
         path = e.path
         newly = not path.bad
         path.bad = True  # first, so that no spare is taken from this very path
@@ -338,6 +370,10 @@ class EvSet:
         if path.bad and path.heard > path.cause:
             self._counters.retirements_undone += 1
             self._restore(path, now)
+
+    def set_planes_down(self, planes: int) -> None:
+        """The planes whose NIC is down now (a bitmap, this host's and the far end's together)."""
+        self.planes_down = planes
 
     # -- the operator --------------------------------------------------------------------------------
 
@@ -377,13 +413,16 @@ class EvSet:
         return [e for e in (path.probe_ev() for path in self._paths.values()) if e is not None]
 
     def next_probe_at(self) -> float | None:
-        return min((p.next_probe for p in self.probing), default=None)
+        down = self.planes_down
+        return min((p.next_probe for p in self.probing if not down >> p.plane & 1), default=None)
 
     def probes_due(self, now: float) -> list[tuple[Ev, int]]:
-        """(EV, probe seq) for every bad path whose probe is due; each path is rescheduled one interval on."""
+        """(EV, probe seq) for every bad path whose probe is due; each path is rescheduled one interval on. A path
+        of a plane whose NIC is down waits, unprobed, until the plane is back."""
         due = []
+        down = self.planes_down
         for path in self.probing:
-            if path.next_probe <= now:
+            if path.next_probe <= now and not down >> path.plane & 1:
                 path.next_probe = now + path.probe_gap
                 path.probe_gap = min(path.probe_gap * 2, self._probe_interval_max)
                 e = path.probe_ev()

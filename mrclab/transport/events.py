@@ -22,3 +22,12 @@ class MessageFailed(NamedTuple):
 
     msg_id: int
     reason: str
+
+
+class NicStateChanged(NamedTuple):
+    """The planes whose NIC is down changed, at this end (``local``, from the owner) or at the far end
+    (``remote``, from its SACKs); bitmaps, bit k for plane k."""
+
+    local: int
+    remote: int
+    now: float

@@ -78,8 +78,11 @@ class Receiver:
         self._last_ts = 0
         self._last_at = 0.0
         self._last_reply_ev = 0
+        self.nic_down = 0  # this host's planes whose NIC is down, carried in every SACK (bit k: plane k)
 
-    def on_data(self, d: Data, reply_ev: int, now: float) -> None:
+    def on_data(self, d: Data, reply_ev: int, now: float, ce: bool = False) -> None:
+        """``ce``: the packet arrived marked Congestion Experienced; its SACK, sent at once, echoes it and names its
+        EV (a SACK names one EV, and coalescing it with later packets would name theirs)."""
         rel = unwrap(d.psn, self._cum) - self._cum
         if self._answered_at_once(d, rel, reply_ev, now):
             return
@@ -98,9 +101,10 @@ class Receiver:
         counters.bytes_received += length
         self._note(d, reply_ev, now)
         self._pending += 1
-        if d.flags & ECN_CE:
+        if ce or d.flags & ECN_CE:
+            counters.ce_received += 1
             self._ecn += 1
-            urgent = True
+            far = True  # a SACK of its own
         if msg.received >= msg.length:
             del self._messages[d.msg_id]
             self._complete(d.msg_id, msg)
@@ -204,7 +208,7 @@ class Receiver:
         self.out.append((self._last_reply_ev, encode_sack(
             flags=flags | (ECN_ECHO if self._ecn else 0), conn_id=self._conn_id, cum_psn=cum, sack_base=base,
             bitmap=bitmap, ack_psn=self._last_psn, ev=self._last_ev, ecn_count=self._ecn, ts_echo=self._last_ts,
-            ack_delay=int((now - self._last_at) * 1e9))))
+            ack_delay=int((now - self._last_at) * 1e9), nic_down=self.nic_down)))
         self._counters.sacks += 1
         self._pending = 0
         self._ecn = 0

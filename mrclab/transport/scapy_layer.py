@@ -25,6 +25,7 @@ from scapy.fields import (
     ShortField,
     XIntField,
     XLongField,
+    XShortField,
 )
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, bind_bottom_up, bind_layers
@@ -67,7 +68,7 @@ class MRCSack(Packet):
     fields_desc: ClassVar[list] = [
         IntField("conn_id", 0), IntField("cum_psn", 0), IntField("sack_base", 0), XLongField("bitmap", 0),
         IntField("ack_psn", 0), ShortField("ev", 0), ShortField("ecn_count", 0), LongField("ts_echo", 0),
-        IntField("ack_delay", 0), XIntField("reserved", 0)]
+        IntField("ack_delay", 0), XShortField("nic_down", 0), XShortField("reserved", 0)]
 
     def sacked(self) -> list[int]:
         """PSNs the bitmap says arrived."""

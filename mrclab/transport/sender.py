@@ -45,7 +45,20 @@ Guessing from RTTs ("the resend was acknowledged too soon") is no proof: the lab
 vary by tens of ms, and such guesses revived dead paths.
 
 A trim NACK is not a loss: the packet goes to the front of the retransmit queue and
-its EV skips a turn. Retransmissions go out before new data, on another EV.
+its EV skips a turn. An ECN echo says the path's queues are filling: its EV sits out its
+turns for ``skip_rtts`` smoothed RTTs, so spraying moves off a hot path for as long as its
+queue takes to drain (a turn alone moves little: with one EV per path, a flow that skips its
+marked EV one turn in two still sends a third of its packets there). Retransmissions go out
+before new data, on another EV.
+
+``max_retransmits`` counts the losses of a packet (RACK or a timeout): what says a path is
+dead. A trim says the fabric is busy, so a packet may be trimmed and resent any number of
+times (RoCE's retry count and UET likewise count timeouts, not congestion).
+
+**NIC link state.** :meth:`Sender.set_planes_down` is told the planes whose NIC is down, this
+host's (from the owner) and the far end's (from the bitmap every SACK carries). What is in
+flight on a plane that just went down is resent at once on the others, without counting as a
+loss or condemning a path, and the EV set sends nothing more there (:mod:`.ev`).
 """
 from __future__ import annotations
 
@@ -55,7 +68,7 @@ from .cc import RttEstimator, WindowCC
 from .config import TransportConfig
 from .counters import Counters
 from .ev import Ev, EvSet
-from .events import MessageCompleted, MessageFailed
+from .events import MessageCompleted, MessageFailed, NicStateChanged
 from .wire import (
     DATA_HEADER_LEN,
     DUP_ECHO,
@@ -94,8 +107,8 @@ class _TxMessage:
 class _TxPacket:
     """One transmission of one PSN."""
 
-    __slots__ = ("psn", "msg", "offset", "length", "flags", "tries", "ev", "sent_at", "ts", "xseq", "state", "lost_at",
-                 "prev")
+    __slots__ = ("psn", "msg", "offset", "length", "flags", "tries", "losses", "ev", "sent_at", "ts", "xseq", "state",
+                 "lost_at", "prev")
 
     def __init__(self, psn: int, msg: _TxMessage, offset: int, length: int, flags: int, ev: Ev) -> None:
         self.psn = psn
@@ -104,6 +117,7 @@ class _TxPacket:
         self.length = length
         self.flags = flags
         self.tries = 0  # retransmissions before this one
+        self.losses = 0  # of which for a loss (RACK or timeout), not a trim: what max_retransmits counts
         self.ev = ev
         self.sent_at = 0.0
         self.ts = 0
@@ -116,6 +130,7 @@ class _TxPacket:
         """The next transmission of this PSN, on ``ev``; this one is done."""
         p = _TxPacket(self.psn, self.msg, self.offset, self.length, self.flags | RETX, ev)
         p.tries = self.tries + 1
+        p.losses = self.losses
         p.prev = self
         self.state = _DONE
         self.prev = None
@@ -157,6 +172,8 @@ class Sender:
         self._warm: list = []  # EVs to send a warm-up probe on
         self._last_ts = -1  # timestamp of the latest transmission, in ns
         self._ambiguous: dict[int, _TxPacket] = {}  # timestamp of either copy -> a resent packet declared lost
+        self._local_down = 0  # planes whose NIC is down, this host's (bitmap)
+        self._remote_down = 0  # ... and the far end's, as its latest SACK said
 
     # -- application side ------------------------------------------------------------------
 
@@ -194,6 +211,9 @@ class Sender:
         ts_echo = s.ts_echo
         if s.flags & DUP_ECHO and self._ambiguous:
             self._duplicate_echoed(ts_echo, now)
+        if s.nic_down != self._remote_down:
+            self._remote_down = s.nic_down
+            self._planes_changed(now)
         e = self._evs.get(s.ev)
         self._rtt_sample(e, now - (ts_echo + s.ack_delay) * 1e-9)
         new = self._newly_acked(s)
@@ -201,7 +221,9 @@ class Sender:
         if e is not None:
             self._evs.delivered(e, now)
             if s.flags & ECN_ECHO:
-                self._evs.congested(e, now)
+                until = now + self._cfg.skip_rtts * (self.rtt.srtt or 0.0)
+                if self._evs.congested(e, now, until=until):
+                    self._counters.ecn_skips += 1
                 self.cc.on_congestion(now, self.rtt)
         if acked_bytes and self._cfg.cc:
             self.cc.on_ack(acked_bytes, self.rtt, now)
@@ -225,6 +247,32 @@ class Sender:
             self._evs.congested(e, now)
         if self._cfg.cc:
             self.cc.on_congestion(now, self.rtt)
+
+    def set_planes_down(self, local: int, now: float) -> None:
+        """This host's planes whose NIC is down (a bitmap; 0: all up)."""
+        if local != self._local_down:
+            self._local_down = local
+            self._planes_changed(now)
+
+    @property
+    def planes_down(self) -> tuple[int, int]:
+        """(this host's, the far end's) planes whose NIC is down, as bitmaps."""
+        return self._local_down, self._remote_down
+
+    def _planes_changed(self, now: float) -> None:
+        """Spray over the planes up at both ends; resend at once what is in flight on a plane that just went down."""
+        evs = self._evs
+        gone = (self._local_down | self._remote_down) & ~evs.planes_down
+        evs.set_planes_down(self._local_down | self._remote_down)
+        self._events.append(NicStateChanged(self._local_down, self._remote_down, now))
+        if not gone:
+            return
+        stranded = [p for p in self._order if p.state == _INFLIGHT and gone >> p.ev.plane & 1]
+        for p in stranded:
+            p.state = _LOST
+            evs.release(p.ev.path, p.xseq)
+            self.inflight -= p.length + DATA_HEADER_LEN
+        self._retx.extendleft(reversed(stranded))
 
     def warm(self) -> int:
         """Send one probe down every path with the next datagrams (see ``Connection.warm``); how many."""
@@ -349,7 +397,7 @@ class Sender:
             old = retx.popleft()
             if old.state != _LOST:
                 continue  # acknowledged since, or queued twice
-            if old.tries >= self._cfg.max_retransmits:
+            if old.losses > self._cfg.max_retransmits:
                 self._fail(now)
                 return None
             e = self._evs.send_on(now, avoid=old.ev)
@@ -559,6 +607,7 @@ class Sender:
         self._evs.release(e.path, p.xseq)
         p.state = _LOST
         p.lost_at = now
+        p.losses += 1
         self.inflight -= p.length + DATA_HEADER_LEN
         self._retx.append(p)
         self._counters.lost += 1

@@ -13,10 +13,15 @@ skips the queue. Links can also drop at random (``loss``), add random delay that
 packets in order (``jitter``: up to that many seconds, as a busy software switch does),
 delay a packet further (``reorder`` probability, up to ``reorder_delay``, overtaking
 others), duplicate (``dup``), flip a payload
-bit (``corrupt``, which only the end-to-end digest can catch), mark ECN
-above ``ecn_threshold`` queued bytes, or drop everything (``blackhole``, switch it
-with :meth:`Network.at`). :func:`clos` builds the lab's multi-plane two-tier shape
-from :class:`~mrclab.addressing.Plan`, one link per direction with SPEC link names.
+bit (``corrupt``, which only the end-to-end digest can catch), mark ECN CE on a
+queued DATA packet with a probability rising from 0 at ``ecn_min`` to 1 at ``ecn_max``
+bytes ahead of it (as the lab's egress program does; the mark travels beside the
+datagram, as the IPv6 header would carry it, and reaches ``receive(ce=...)``), or drop
+everything (``blackhole``, switch it with :meth:`Network.at`). :func:`clos` builds the
+lab's multi-plane two-tier shape from :class:`~mrclab.addressing.Plan`, one link per
+direction with SPEC link names; as in the lab, a leaf's port toward a host never marks.
+:func:`pull_nic` pulls a host's cable on one plane: both directions drop and the host
+is told its NIC is down (``Connection.set_nic_down``), as the agent's netlink watch does.
 """
 from __future__ import annotations
 
@@ -29,17 +34,18 @@ from ..addressing import Plan
 from .config import TransportConfig
 from .connection import Connection
 from .events import MessageCompleted
-from .wire import DATA, DATA_HEADER_LEN, ECN_CE, IP_UDP_OVERHEAD, trim
+from .wire import DATA, DATA_HEADER_LEN, IP_UDP_OVERHEAD, trim
 
 
 class Link:
     __slots__ = ("name", "rate", "delay", "queue", "trim", "loss", "reorder", "reorder_delay", "dup", "corrupt",
-                 "ecn_threshold", "jitter", "blackhole", "busy_until", "last_arrival", "tx_packets", "tx_bytes",
+                 "ecn_min", "ecn_max", "jitter", "blackhole", "busy_until", "last_arrival", "tx_packets", "tx_bytes",
                  "drops", "trims")
 
     def __init__(self, name: str, rate: float, delay: float = 0.0, queue: int = 65536, trim: bool = True,
                  loss: float = 0.0, reorder: float = 0.0, reorder_delay: float = 0.0, dup: float = 0.0,
-                 corrupt: float = 0.0, ecn_threshold: int | None = None, jitter: float = 0.0) -> None:
+                 corrupt: float = 0.0, ecn_min: int | None = None, ecn_max: int | None = None,
+                 jitter: float = 0.0) -> None:
         self.name = name
         self.rate = rate  # bit/s
         self.delay = delay
@@ -50,15 +56,17 @@ class Link:
         self.reorder_delay = reorder_delay
         self.dup = dup
         self.corrupt = corrupt
-        self.ecn_threshold = ecn_threshold
+        self.ecn_min = ecn_min  # None: this port never marks
+        self.ecn_max = ecn_max if ecn_max is not None else ecn_min
         self.jitter = jitter
         self.blackhole = False
         self.busy_until = 0.0
         self.last_arrival = 0.0
         self.tx_packets = self.tx_bytes = self.drops = self.trims = 0
 
-    def transmit(self, datagram, now: float, rng: random.Random) -> tuple[float, bytes] | None:
-        """When ``datagram`` reaches the far end and what it looks like then; None if it is lost here."""
+    def transmit(self, datagram, now: float, rng: random.Random) -> tuple[float, bytes, bool] | None:
+        """When ``datagram`` reaches the far end, what it looks like then and whether this port marked it CE; None
+        if it is lost here."""
         if self.blackhole or (self.loss and rng.random() < self.loss):
             self.drops += 1
             return None
@@ -74,13 +82,14 @@ class Link:
             self.trims += 1
             priority = True
         elapsed = size * 8 / self.rate
+        marked = False
         if priority:  # strict priority: ahead of the queue, taking its share of the line all the same
             depart = now + elapsed
             self.busy_until = (self.busy_until if self.busy_until > now else now) + elapsed
         else:
-            if self.ecn_threshold is not None and backlog > self.ecn_threshold:
-                datagram = bytearray(datagram)
-                datagram[3] |= ECN_CE
+            low, high = self.ecn_min, self.ecn_max
+            if low is not None and high is not None and backlog > low:
+                marked = backlog >= high or rng.random() * (high - low) < backlog - low
             depart = (self.busy_until if self.busy_until > now else now) + elapsed
             self.busy_until = depart
         if self.corrupt and len(datagram) > DATA_HEADER_LEN and rng.random() < self.corrupt:  # a payload bit
@@ -96,7 +105,7 @@ class Link:
             self.last_arrival = arrive
         if self.reorder and rng.random() < self.reorder:
             arrive += rng.random() * self.reorder_delay
-        return arrive, datagram
+        return arrive, datagram, marked
 
 
 class Endpoint:
@@ -127,6 +136,7 @@ class Network:
         self._heap: list = []
         self._seq = 0
         self._endpoints: dict[tuple, Endpoint] = {}
+        self._nic_down: dict[Any, int] = {}  # host -> its planes whose NIC is down
 
     def at(self, when: float, fn: Callable, *args) -> None:
         """Call ``fn(*args)`` at simulated time ``when`` (faults, workload steps, measurements)."""
@@ -142,6 +152,8 @@ class Network:
             if (host, conn_id) in self._endpoints:
                 raise ValueError(f"host {host} already has connection {conn_id}")
             ep = Endpoint(host, peer, Connection(conn_id, evs, ev_plane, config=config, ev_path=ev_path))
+            if self._nic_down.get(host):
+                ep.conn.set_nic_down(self._nic_down[host], self.now)
             self._endpoints[host, conn_id] = ep
             ends.append(ep)
         return ends[0], ends[1]
@@ -149,6 +161,14 @@ class Network:
     def send(self, ep: Endpoint, msg_id: int, data: bytes, when: float | None = None) -> None:
         """Post a message on ``ep`` now or at ``when``."""
         self.at(self.now if when is None else when, self._post, ep, msg_id, data)
+
+    def set_nic_down(self, host, planes: int) -> None:
+        """Tell every connection of ``host`` which of its planes' NICs are down (a bitmap), now."""
+        self._nic_down[host] = planes
+        for (owner, _), ep in list(self._endpoints.items()):
+            if owner == host:
+                ep.conn.set_nic_down(planes, self.now)
+                self._service(ep)
 
     def run(self, until: float = float("inf"), stop: Callable[[], bool] | None = None) -> None:
         """Process events up to ``until`` or until ``stop()`` holds (checked after each event)."""
@@ -201,21 +221,22 @@ class Network:
         ep.conn.on_timer(self.now)
         self._service(ep)
 
-    def _hop(self, datagram, path: Sequence[Link], index: int, dest: tuple) -> None:
+    def _hop(self, datagram, path: Sequence[Link], index: int, dest: tuple, ce: bool = False) -> None:
         if index == len(path):
             ep = self._endpoints.get(dest)
             if ep is not None:
-                ep.conn.receive(datagram, None, self.now)
+                ep.conn.receive(datagram, None, self.now, ce=ce)
                 self._service(ep)
             return
         link = path[index]
         result = link.transmit(datagram, self.now, self.rng)
         if result is None:
             return
-        arrive, datagram = result
-        self.at(arrive, self._hop, datagram, path, index + 1, dest)
+        arrive, datagram, marked = result
+        ce = ce or marked
+        self.at(arrive, self._hop, datagram, path, index + 1, dest, ce)
         if link.dup and self.rng.random() < link.dup:
-            self.at(arrive + link.delay, self._hop, datagram, path, index + 1, dest)
+            self.at(arrive + link.delay, self._hop, datagram, path, index + 1, dest, ce)
 
 
 def stream(net: Network, ep: Endpoint, size: int, depth: int = 2, start: float = 0.0,
@@ -266,8 +287,9 @@ def clos(plan: Plan, host_rate: float, fabric_rate: float, delay: float = 1e-6, 
                 add(f"p{p}s{s}", f"p{p}l{leaf}", fabric_rate, queue, **link_options)
         for h in range(plan.hosts):
             host_leaf = f"p{p}l{plan.leaf_of(h)}"
-            add(f"h{h}", host_leaf, host_rate, host_queue, **{**link_options, "trim": False})
-            add(host_leaf, f"h{h}", host_rate, queue, **link_options)
+            host_side = {key: value for key, value in link_options.items() if not key.startswith("ecn_")}
+            add(f"h{h}", host_leaf, host_rate, host_queue, **{**host_side, "trim": False})
+            add(host_leaf, f"h{h}", host_rate, queue, **host_side)  # the last hop to a host never marks
 
     def route(src: int, dst: int, ev: int) -> list[Link]:
         p, s = plan.ev_path(ev)
@@ -275,6 +297,15 @@ def clos(plan: Plan, host_rate: float, fabric_rate: float, delay: float = 1e-6, 
         return [links[f"h{src}->{up}"], links[f"{up}->{spine}"], links[f"{spine}->{down}"], links[f"{down}->h{dst}"]]
 
     return links, route
+
+
+def pull_nic(net: Network, links: dict[str, Link], plan: Plan, host: int, plane: int, *, down: bool) -> None:
+    """Pull (``down``) or plug back host ``host``'s cable on ``plane``, now: both directions drop everything
+    meanwhile, and the host hears of it at once."""
+    for link in cable(links, f"h{host}-p{plane}l{plan.leaf_of(host)}"):
+        link.blackhole = down
+    planes = net._nic_down.get(host, 0)
+    net.set_nic_down(host, planes | 1 << plane if down else planes & ~(1 << plane))
 
 
 def cable(links: dict[str, Link], name: str) -> tuple[Link, Link]:

@@ -40,7 +40,8 @@ SACK (48 bytes)::
     30   2  ecn_count    CE-marked packets since the previous SACK (CC echo room)
     32   8  ts_echo      its ``ts``, echoed
     40   4  ack_delay    ns the receiver held the triggering packet before answering
-    44   4  reserved     0 (room for more CC echo)
+    44   2  nic_down     bit k: the receiver's NIC on plane k is down (link state, so the sender avoids plane k)
+    46   2  reserved     0
 
 NACK (28 bytes)::
 
@@ -108,7 +109,7 @@ SACK_BITS = 64
 MAX_PAYLOAD = 0xFFFF
 
 _DATA = struct.Struct(">BBHIIIIIHHQQI")
-_SACK = struct.Struct(">BBHIIIQIHHQII")
+_SACK = struct.Struct(">BBHIIIQIHHQIHH")
 _NACK = struct.Struct(">BBHIIIHBBQ")
 _PROBE = struct.Struct(">BBHIHHIQ")
 _COMMON = struct.Struct(">BBH")
@@ -149,6 +150,7 @@ class Sack(NamedTuple):
     ecn_count: int
     ts_echo: int
     ack_delay: int
+    nic_down: int
 
 
 class Nack(NamedTuple):
@@ -211,9 +213,9 @@ def encode_data(*, flags: int, conn_id: int, psn: int, msg_id: int, msg_len: int
 
 
 def encode_sack(*, flags: int, conn_id: int, cum_psn: int, sack_base: int, bitmap: int, ack_psn: int, ev: int,
-                ecn_count: int, ts_echo: int, ack_delay: int) -> bytes:
+                ecn_count: int, ts_echo: int, ack_delay: int, nic_down: int = 0) -> bytes:
     return _SACK.pack(VERSION, SACK, flags, conn_id, cum_psn & _U32, sack_base & _U32, bitmap, ack_psn & _U32,
-                      ev, min(ecn_count, 0xFFFF), ts_echo & _U64, min(ack_delay, _U32), 0)
+                      ev, min(ecn_count, 0xFFFF), ts_echo & _U64, min(ack_delay, _U32), nic_down & 0xFFFF, 0)
 
 
 def encode_nack(*, conn_id: int, psn: int, cum_psn: int, ev: int, ts_echo: int, reason: int = NACK_TRIMMED) -> bytes:
@@ -285,9 +287,9 @@ def _decode_sack(datagram: bytes | bytearray | memoryview, size: int, kind: int,
     if size != SACK_LEN:
         raise WireError(f"SACK of {size} bytes, expected {SACK_LEN}")
     fields = _SACK.unpack_from(datagram)
-    if flags & ~(ECN_ECHO | DUP_ECHO) or fields[12]:
+    if flags & ~(ECN_ECHO | DUP_ECHO) or fields[13]:
         raise WireError(f"SACK with unknown flags {flags:#06x} or reserved bits set")
-    return Sack._make(fields[2:12])
+    return Sack._make(fields[2:13])
 
 
 def _decode_nack(datagram: bytes | bytearray | memoryview, size: int, kind: int, flags: int) -> Nack:

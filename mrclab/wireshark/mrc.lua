@@ -54,6 +54,7 @@ local f = {
     ecn_count = ProtoField.uint16("mrc.ecn_count", "CE-marked packets since the previous SACK", base.DEC),
     ts_echo = ProtoField.uint64("mrc.ts_echo", "Timestamp echo (ns)", base.DEC),
     ack_delay = ProtoField.uint32("mrc.ack_delay", "ACK delay (ns)", base.DEC),
+    nic_down = ProtoField.uint16("mrc.nic_down", "NICs down (bit k: plane k)", base.HEX),
     reason = ProtoField.uint8("mrc.nack.reason", "NACK reason", base.DEC, {[1] = "TRIMMED"}),
     seq = ProtoField.uint32("mrc.probe.seq", "Probe sequence", base.DEC),
     warm = ProtoField.bool("mrc.probe.warm", "Warm-up probe"),
@@ -224,7 +225,8 @@ local function dissect_sack(tvb, tree)
     tree:add(f.ecn_count, tvb(30, 2))
     tree:add(f.ts_echo, tvb(32, 8))
     tree:add(f.ack_delay, tvb(40, 4))
-    check_reserved(tree, tvb(44, 4))
+    tree:add(f.nic_down, tvb(44, 2))
+    check_reserved(tree, tvb(46, 2))
     return string.format("conn %d cum %d ack %d ev %d sacked %d", tvb(4, 4):uint(), tvb(8, 4):uint(),
                          tvb(24, 4):uint(), tvb(28, 2):uint(), count)
 end

@@ -287,12 +287,14 @@ def test_nic_changes_are_recorded_with_their_host_and_time():
 
     execution = Execution(scenario_mod.load("smoke"), fabric=None, agents=SimpleNamespace(events=deque([
         {"event": "nic", "plane": 1, "state": "down", "t": 12.25, "host": "h3"},
+        {"event": "nic", "of": 3, "plane": 1, "state": "down", "t": 12.5, "host": "h0"},
         {"event": "nic", "plane": 1, "state": "up", "t": 12.75, "host": "h3"}])))
     execution.outcome.t0 = 10.0
     execution._drain_events()
     rows = [asdict(c) for c in execution.outcome.nic_changes]
-    assert rows == [{"t_s": 2.25, "host": "h3", "plane": 1, "state": "down"},
-                    {"t_s": 2.75, "host": "h3", "plane": 1, "state": "up"}]
+    assert rows == [{"t_s": 2.25, "host": "h3", "plane": 1, "state": "down", "seen_by": "h3"},
+                    {"t_s": 2.5, "host": "h3", "plane": 1, "state": "down", "seen_by": "h0"},
+                    {"t_s": 2.75, "host": "h3", "plane": 1, "state": "up", "seen_by": "h3"}]
 
 
 def test_ecn_totals_and_connection_rows_come_from_links_and_agents():

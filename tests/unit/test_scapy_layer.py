@@ -35,7 +35,8 @@ def data(draw):
 
 sack_flags = st.sampled_from([0, wire.ECN_ECHO, wire.DUP_ECHO, wire.ECN_ECHO | wire.DUP_ECHO])
 sack = st.fixed_dictionaries({"flags": sack_flags, "conn_id": u32, "cum_psn": u32, "sack_base": u32, "bitmap": u64,
-                              "ack_psn": u32, "ev": u16, "ecn_count": u16, "ts_echo": u64, "ack_delay": u32})
+                              "ack_psn": u32, "ev": u16, "ecn_count": u16, "ts_echo": u64, "ack_delay": u32,
+                              "nic_down": u16})
 nack = st.fixed_dictionaries({"conn_id": u32, "psn": u32, "cum_psn": u32, "ev": u16, "ts_echo": u64})
 probe = st.fixed_dictionaries({"conn_id": u32, "ev": u16, "seq": u32, "ts": u64, "reply": st.booleans()})
 

@@ -60,12 +60,12 @@ def test_trimmed_data_keeps_its_header_and_length():
 
 @SETTINGS
 @given(flags=st.sampled_from([0, wire.ECN_ECHO]), conn=u32, cum=u32, base=u32, bitmap=u64, ack=u32, ev=u16,
-       ecn=u16, ts=u64, delay=u32)
-def test_sack_round_trip(flags, conn, cum, base, bitmap, ack, ev, ecn, ts, delay):
+       ecn=u16, ts=u64, delay=u32, nics=u16)
+def test_sack_round_trip(flags, conn, cum, base, bitmap, ack, ev, ecn, ts, delay, nics):
     raw = wire.encode_sack(flags=flags, conn_id=conn, cum_psn=cum, sack_base=base, bitmap=bitmap, ack_psn=ack, ev=ev,
-                           ecn_count=ecn, ts_echo=ts, ack_delay=delay)
+                           ecn_count=ecn, ts_echo=ts, ack_delay=delay, nic_down=nics)
     assert len(raw) == wire.SACK_LEN
-    assert wire.decode(raw) == wire.Sack(flags, conn, cum, base, bitmap, ack, ev, ecn, ts, delay)
+    assert wire.decode(raw) == wire.Sack(flags, conn, cum, base, bitmap, ack, ev, ecn, ts, delay, nics)
 
 
 @SETTINGS
