@@ -107,7 +107,8 @@ def test_a_pulled_host_cable_is_seen_at_once_and_avoided_by_both_ends(lab_agents
     assert plane0_sends(clients[NEAR], FAR) > t_back and plane0_sends(clients[FAR], NEAR) > t_back  # both again
     for src, dst in ((NEAR, FAR), (FAR, NEAR)):
         clients[src].wait(lambda ev: sum(e["event"] == "completed" for e in ev) == 16, 30)
-        delivered = [e for e in clients[dst].events if e["event"] == "delivered"]
+        events = clients[dst].wait(lambda ev: sum(e["event"] == "delivered" for e in ev) >= 16, 10)
+        delivered = [e for e in events if e["event"] == "delivered"]
         assert len(delivered) == 16 and all(e["verified"] for e in delivered)
     assert not [e for c in clients.values() for e in c.events if e["event"] == "failed"]
     print(json.dumps({"nic_seen_s": t_near - t_cut, "far_last_plane0_after_s": plane0_sends(clients[FAR], NEAR) -
