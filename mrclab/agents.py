@@ -67,11 +67,14 @@ class AgentControl:
 
 
 def effective_options(scenario: Scenario) -> dict:
-    """The scenario's transport options over the defaults that follow from its links (MRC transports only)."""
-    if not TRANSPORTS[scenario.transport].mrc:
+    """The scenario's transport options over the defaults that follow from its links, with what the transport's
+    row fixes (MRC transports only)."""
+    row = TRANSPORTS[scenario.transport]
+    if not row.mrc:
         return dict(scenario.transport_options)
     topo = scenario.topology
-    return {**TransportConfig.link_defaults(topo.host_rate_bps, topo.mtu, topo.planes), **scenario.transport_options}
+    return {**TransportConfig.link_defaults(topo.host_rate_bps, topo.mtu, topo.planes), **scenario.transport_options,
+            **row.options}
 
 
 class Agents:

@@ -1,7 +1,7 @@
 """``python -m mrclab.agent``: one emulated host's agent, started inside that host's network namespace.
 
     python -m mrclab.agent --host N --planes P --leaves L --spines S --hosts-per-leaf H
-        --mtu M --control PATH --log PATH [--transport mrc|single-path|tcp] [--options JSON] [--seed SEED]
+        --mtu M --control PATH --log PATH [--transport mrc|single-path|roce|tcp] [--options JSON] [--seed SEED]
         [--routing static-srv6|ecmp-reconverge]
 
 ``--routing`` says what the fabric forwards: uSID paths the sender writes (``static-srv6``)
@@ -83,9 +83,9 @@ def build_datapath(args: argparse.Namespace, payloads: Payloads, emit):
         return TcpDatapath.open(args.plan, args.host, payloads, emit, seg6_routes=not ecmp)
     from .mrc import MrcDatapath, configure, open_entropy_sockets, open_sockets
     config = configure(args.options, args.mtu, single_path=transport.single_path)
-    planes, wildcard = open_sockets(args.plan, args.host)
+    planes, wildcard = open_sockets(args.plan, args.host, transport.port)
     entropy = open_entropy_sockets(args.plan, args.host) if ecmp else None
-    return MrcDatapath(planes, wildcard, args.plan, args.host, config, payloads, emit, entropy)
+    return MrcDatapath(planes, wildcard, args.plan, args.host, config, payloads, emit, entropy, port=transport.port)
 
 
 def main(argv: list[str] | None = None) -> int:

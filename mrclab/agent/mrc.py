@@ -138,8 +138,9 @@ class MrcDatapath(Attached):
 
     def __init__(self, plane_sockets: list[socket.socket], wildcard: socket.socket | None, plan: Plan, host: int,
                  config: TransportConfig, payloads: Payloads, emit: Emit,
-                 entropy: list[list[socket.socket]] | None = None) -> None:
+                 entropy: list[list[socket.socket]] | None = None, port: int = MRC_UDP_PORT) -> None:
         self._planes = plane_sockets
+        self._port = port
         self._entropy = entropy
         self._plane_senders = [[sock] for sock in plane_sockets] if entropy is None else entropy
         senders = [sock for plane in self._plane_senders for sock in plane]
@@ -427,10 +428,20 @@ class MrcDatapath(Attached):
 
     def _share_pacing(self) -> None:
         """The pacing rate is the host's line rate: connections sending at once split it evenly, as a
-        NIC's scheduler would, so that together they never outrun the NICs into the host backlog."""
-        share = 1.0 / max(1, len(self._busy))
+        NIC's scheduler would, so that together they never outrun the NICs into the host backlog. A
+        single-path connection (QP) has one NIC: it splits that NIC's rate with the others on its plane."""
+        if not self._config.single_path:
+            share = 1.0 / max(1, len(self._busy))
+            for p in self._busy:
+                p.conn.set_pace_share(share)
+            return
+        planes = self._plan.planes
+        on_plane: dict[int, list[_Peer]] = {}
         for p in self._busy:
-            p.conn.set_pace_share(share)
+            on_plane.setdefault(self._plane_of(p.evs[0]), []).append(p)
+        for peers in on_plane.values():
+            for p in peers:
+                p.conn.set_pace_share(1.0 / (planes * len(peers)))
 
     def _delivered(self, conn_id: int, peer: int, msg: int, data: bytearray) -> None:
         verified = self._payloads.matches(peer, self._host, msg, data)
@@ -545,7 +556,7 @@ class MrcDatapath(Attached):
             sock, address = self._planes[plane], self._plan.ev_address(self._host, p.peer, ev)
         else:
             sock, address = self._entropy[plane][spine], self._plan.host_address(plane, p.peer)
-        route = p.addrs[ev] = (sock, (str(address), MRC_UDP_PORT, 0, 0))
+        route = p.addrs[ev] = (sock, (str(address), self._port, 0, 0))
         return route
 
     def _learn_source(self, address: str) -> int:

@@ -370,16 +370,21 @@ def _transport_options(r: Reader, transport: str, topo: Topology) -> dict[str, A
     options = r.raw("transport_options", {}) or {}
     if not isinstance(options, dict):
         r.fail("transport_options", "expected a mapping of transport knobs")
-    if not transports.TRANSPORTS[transport].mrc:
+    row = transports.TRANSPORTS[transport]
+    if not row.mrc:
         if options:
             r.fail("transport_options",
                    f"transport {transport} takes no options, got {short(sorted(map(str, options)))}")
         return {}
+    fixed = sorted(set(map(str, options)) & set(row.options))
+    if fixed:
+        r.fail("transport_options", f"transport {transport} fixes {', '.join(fixed)}: choose another transport instead")
     try:
-        return validate_options({str(k): v for k, v in options.items()}, mtu=topo.mtu,
-                                link_rate_bps=topo.host_rate_bps, planes=topo.planes)
+        parsed = validate_options({**row.options, **{str(k): v for k, v in options.items()}}, mtu=topo.mtu,
+                                  link_rate_bps=topo.host_rate_bps, planes=topo.planes)
     except ValueError as exc:
         r.fail("transport_options", str(exc))
+    return {k: v for k, v in parsed.items() if k not in row.options}
 
 
 def _capture(r: Reader, topo: Topology) -> Capture:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +70,16 @@ class TransportConfig:
     """...or this long after the first packet it has not yet acknowledged (0: with the next datagrams the owner
     takes; the agents take them once per wake-up, so what one wake-up received shares one SACK)."""
     cc: bool = True
-    """Congestion control on; off, the window stays at cc_max_window."""
+    """Congestion control on; off, the window stays at cc_max_window and the rate at the pacer's."""
+    cc_algorithm: str = "nscc"
+    """The congestion control (a row of :data:`~mrclab.transport.congestion.CONGESTION_CONTROLS`): ``nscc``, MRC's
+    delay- and trim-driven window, or ``dcqcn``, RoCE's ECN-driven rate (the ``roce`` transport's)."""
+    dcqcn_period: float = 0.001
+    """DCQCN's period: at most one rate cut per period, and one step of recovery per period without a CNP."""
+    dcqcn_g: float = 1 / 16
+    """DCQCN's gain of alpha, the running share of periods that brought a CNP (a cut takes alpha/2)."""
+    dcqcn_ai: float = 0.02
+    """DCQCN's additive increase of the target rate per period, as a fraction of the line rate."""
     cc_init_window: int = 131072
     """Initial congestion window, bytes."""
     cc_max_window: int = 4 << 20
@@ -106,7 +115,10 @@ class TransportConfig:
     for anything (a SACK, another timer) sends what falls due before it could wake again, instead of waking
     once more for it; the bucket runs that far into debt, so the rate is kept."""
     single_path: bool = False
-    """RoCE-RC-like baseline: one EV per connection, never retired, never probed."""
+    """One EV per connection, never retired, never probed (the ``single-path`` and ``roce`` transports)."""
+    go_back_n: bool = False
+    """RoCE RC's reliability: the receiver takes packets in order only and NAKs the first gap; the sender resends
+    everything from the NAKed packet, or on a timeout from the oldest unacknowledged one."""
     max_message: int = 1 << 30
     """Largest message a receiver accepts (it allocates the whole buffer on the first packet)."""
 
@@ -138,6 +150,11 @@ class TransportConfig:
             ("cc_md", 0 < self.cc_md < 1, "between 0 and 1"),
             ("cc_trim_md", 0 <= self.cc_trim_md < 1, "between 0 and 1"),
             ("max_message", self.max_message >= 0, ">= 0"),
+            ("cc_algorithm", self.cc_algorithm in _congestion_controls(),
+             f"one of {', '.join(_congestion_controls())}"),
+            ("dcqcn_period", self.dcqcn_period > 0, "> 0"),
+            ("dcqcn_g", 0 < self.dcqcn_g <= 1, "between 0 and 1"),
+            ("dcqcn_ai", 0 <= self.dcqcn_ai <= 1, "between 0 and 1"),
             ("pace_rate", self.pace_rate >= 0, ">= 0"),
             ("pace_slack", self.pace_slack >= 0, ">= 0"),
             ("pace_depth", self.pace_rate == 0 or self.pace_depth >= self.packet_size,
@@ -186,19 +203,25 @@ class TransportConfig:
         return cls(**values)
 
 
+def _congestion_controls() -> tuple[str, ...]:
+    from .congestion import CONGESTION_CONTROLS  # that table's rows are built from this module's config
+    return tuple(CONGESTION_CONTROLS)
+
+
 UNITS: dict[str, str] = {
     "mss": "bytes", "ev_count": "count", "ev_min_active": "count", "probe_interval": "s",
     "probe_interval_max": "s", "probe_successes": "count", "rto_min": "s", "rto_initial": "s", "rto_max": "s",
     "max_retransmits": "count", "reorder_window": "s", "reorder_rttvar": "x", "reorder_window_max": "s",
     "hold_window": "s", "skip_rtts": "x", "sack_every": "count", "sack_delay": "s", "cc": "bool",
     "cc_init_window": "bytes", "cc_max_window": "bytes", "cc_base_rtt": "s", "cc_target_delay": "s",
-    "cc_delay_filter": "count",
+    "cc_delay_filter": "count", "cc_algorithm": "name", "dcqcn_period": "s", "dcqcn_g": "x", "dcqcn_ai": "x",
     "cc_ai": "x", "cc_fi": "x", "cc_md": "x", "cc_trim_md": "x", "pace_rate": "bytes/s", "pace_depth": "bytes",
-    "pace_slack": "s", "single_path": "bool", "max_message": "bytes",
+    "pace_slack": "s", "single_path": "bool", "go_back_n": "bool", "max_message": "bytes",
 }
 """The unit of every option: ``s`` takes ``5ms`` or a number of seconds, ``bytes`` takes ``64KiB`` or a number,
-``count`` a whole number, ``x`` a plain number, ``bytes/s`` a number. Ranges are `TransportConfig`'s checks;
-no value may exceed the ceiling of its unit (`CEILINGS`), so no option is infinite or absurd."""
+``count`` a whole number, ``x`` a plain number, ``bytes/s`` a number, ``name`` a string (`PARSERS`). Ranges are
+`TransportConfig`'s checks; no value may exceed the ceiling of its unit (`CEILINGS`), so no option is infinite
+or absurd."""
 CEILINGS = {"s": 3600.0, "bytes": float(1 << 32), "count": float(1 << 20), "x": 1e6, "bytes/s": 1e12}
 
 
@@ -207,29 +230,31 @@ def mss_for_mtu(mtu: int) -> int:
     return mtu - IP_UDP_OVERHEAD - DATA_HEADER_LEN
 
 
+def _typed(kind: tuple[type, ...], what: str) -> Callable[[Any], Any]:
+    def parse(value: Any) -> Any:
+        ok = isinstance(value, kind) and (bool in kind or not isinstance(value, bool))
+        if not ok:
+            raise ValueError(f"expected {what}, got {value!r:.40}")
+        return float(value) if kind == (int, float) else value
+    return parse
+
+
+PARSERS: dict[str, Callable[[Any], Any]] = {
+    "s": seconds, "bytes": size_bytes, "count": _typed((int,), "a whole number"),
+    "x": _typed((int, float), "a number"), "bytes/s": _typed((int, float), "a number"),
+    "bool": _typed((bool,), "true or false"), "name": _typed((str,), "a name"),
+}
+"""How a scenario's value of each unit becomes the config's (seconds, bytes, ...)."""
+
+
 def parse_option(name: str, value: Any) -> Any:
     """A scenario's value of option `name` in the config's own terms (seconds, bytes); ValueError naming it."""
     unit = UNITS.get(name)
     if unit is None:
         raise ValueError(f"unknown transport option {name!r}; allowed: {', '.join(sorted(UNITS))}")
     try:
-        if unit == "bool":
-            if not isinstance(value, bool):
-                raise ValueError(f"expected true or false, got {value!r:.40}")
-            return value
-        if unit == "s":
-            parsed: float | int = seconds(value)
-        elif unit == "bytes":
-            parsed = size_bytes(value)
-        elif unit == "count":
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"expected a whole number, got {value!r:.40}")
-            parsed = value
-        else:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"expected a number, got {value!r:.40}")
-            parsed = float(value)
-        if not math.isfinite(parsed) or abs(parsed) > CEILINGS[unit]:
+        parsed: Any = PARSERS[unit](value)
+        if unit in CEILINGS and (not math.isfinite(parsed) or abs(parsed) > CEILINGS[unit]):
             raise ValueError(f"must be finite and at most {CEILINGS[unit]:g} {unit}")
     except (ValueError, OverflowError) as exc:
         raise ValueError(f"transport option {name} ({unit}): {exc}") from None

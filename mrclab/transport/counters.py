@@ -27,6 +27,7 @@ class Counters:
     spurious_losses: int = 0  # transmissions declared lost that were delivered after all (late, not lost)
     retirements_undone: int = 0  # bad paths restored at once because the loss that condemned them was spurious
     loss_at_min_active: int = 0  # losses that could not retire their EV (ev_min_active)
+    go_backs: int = 0  # go-back-N (roce): times the sender went back to resend all in flight (a NAK or a timeout)
     messages_completed: int = 0
     messages_failed: int = 0
     # receiving half
@@ -35,6 +36,8 @@ class Counters:
     duplicates: int = 0  # DATA packets already received
     ce_received: int = 0  # DATA packets that arrived marked Congestion Experienced (IPv6 ECN)
     nacks: int = 0  # trim NACKs sent
+    out_of_order: int = 0  # go-back-N (roce): DATA packets discarded because one before them is missing
+    seq_naks: int = 0  # go-back-N (roce): sequence NAKs sent, one per gap
     sacks: int = 0  # SACKs sent
     messages_delivered: int = 0
     bytes_delivered: int = 0  # payload of delivered (digest-verified) messages

@@ -18,6 +18,9 @@ what already arrived, and the echo must name that very copy); what is pending is
 before the bitmap (the newest 64 PSNs) moves past it, or back for a packet far behind the
 newest, which gets a SACK of its own. A trimmed packet is NACKed at once. Answers travel on
 the EV of the packet that caused them.
+
+With ``go_back_n`` (RoCE RC) only the next PSN in order is taken: a packet beyond a gap is
+discarded, and the first one of each gap brings a sequence NAK naming the PSN expected.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from .wire import (
     ECN_CE,
     ECN_ECHO,
     LAST,
+    NACK_SEQUENCE,
     SACK_BITS,
     TRIMMED,
     Data,
@@ -61,6 +65,8 @@ class Receiver:
         self._sack_every = config.sack_every
         self._sack_delay = config.sack_delay
         self._max_message = config.max_message
+        self._go_back_n = config.go_back_n
+        self._naked = False  # go-back-N: the current gap was NAKed
         self._events = events
         self._counters = counters
         self.out: list[tuple[int, bytes]] = []  # answers waiting for datagrams_to_send
@@ -128,6 +134,16 @@ class Receiver:
             nack = encode_nack(conn_id=self._conn_id, psn=d.psn, cum_psn=self._cum, ev=d.ev, ts_echo=d.ts)
             self.out.append((reply_ev, nack))
             return True
+        if self._go_back_n:
+            if rel:
+                counters.out_of_order += 1
+                if not self._naked:
+                    self._naked = True
+                    counters.seq_naks += 1
+                    self.out.append((reply_ev, encode_nack(conn_id=self._conn_id, psn=self._cum, cum_psn=self._cum,
+                                                           ev=d.ev, ts_echo=d.ts, reason=NACK_SEQUENCE)))
+                return True
+            self._naked = False
         return False
 
     def _message_of(self, d: Data) -> _RxMessage | None:

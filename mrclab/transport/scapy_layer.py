@@ -79,7 +79,8 @@ class MRCNack(Packet):
     name = "MRC NACK"
     fields_desc: ClassVar[list] = [
         IntField("conn_id", 0), IntField("psn", 0), IntField("cum_psn", 0), ShortField("ev", 0),
-        ByteEnumField("reason", wire.NACK_TRIMMED, {wire.NACK_TRIMMED: "TRIMMED"}), ByteField("reserved", 0),
+        ByteEnumField("reason", wire.NACK_TRIMMED, {wire.NACK_TRIMMED: "TRIMMED", wire.NACK_SEQUENCE: "SEQUENCE"}),
+        ByteField("reserved", 0),
         LongField("ts_echo", 0)]
 
 

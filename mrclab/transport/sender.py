@@ -64,16 +64,18 @@ from __future__ import annotations
 
 from collections import deque
 
-from .cc import RttEstimator, WindowCC
 from .config import TransportConfig
+from .congestion import create as create_cc
 from .counters import Counters
 from .ev import Ev, EvSet
 from .events import MessageCompleted, MessageFailed, NicStateChanged
+from .rtt import RttEstimator
 from .wire import (
     DATA_HEADER_LEN,
     DUP_ECHO,
     ECN_ECHO,
     LAST,
+    NACK_SEQUENCE,
     RETX,
     SACK_BITS,
     WARM_SEQ,
@@ -145,9 +147,7 @@ class Sender:
         self._events = events
         self._counters = counters
         self.rtt = RttEstimator(config.cc_delay_filter)
-        self.cc = WindowCC(config.mss, init_window=config.cc_init_window, max_window=config.cc_max_window,
-                           base_rtt=config.cc_base_rtt, target_delay=config.cc_target_delay, ai=config.cc_ai,
-                           fi=config.cc_fi, md=config.cc_md, trim_md=config.cc_trim_md)
+        self.cc = create_cc(config)
         self.failed = False
         self.inflight = 0  # wire bytes of transmissions neither acknowledged nor known lost
         self._messages: dict[int, _TxMessage] = {}
@@ -227,9 +227,13 @@ class Sender:
                 self.cc.on_congestion(now, self.rtt)
         if acked_bytes and self._cfg.cc:
             self.cc.on_ack(acked_bytes, self.rtt, now)
-        self._detect_losses(now)
+        if not self._cfg.go_back_n:  # RoCE finds a gap by the receiver's NAK, not by RACK
+            self._detect_losses(now)
 
     def on_nack(self, n: Nack, now: float) -> None:
+        if n.reason == NACK_SEQUENCE:
+            self._go_back_from(n, now)
+            return
         self._counters.trimmed += 1
         p = self._pkts.get(unwrap(n.psn, self._una))
         if p is not None and p.ts != n.ts_echo and p.prev is not None and p.prev.ts == n.ts_echo:
@@ -247,6 +251,30 @@ class Sender:
             self._evs.congested(e, now)
         if self._cfg.cc:
             self.cc.on_congestion(now, self.rtt)
+
+    def _go_back_from(self, n: Nack, now: float) -> None:
+        """A sequence NAK (go-back-N): everything below its PSN arrived; everything from it on, in flight when the
+        packet that found the gap was sent, is resent in PSN order. A NAK older than a resend of its PSN is stale."""
+        una = self._una
+        cum = unwrap(n.cum_psn, una) - una
+        if cum > 0:
+            new = ((1 << min(cum, self._next_psn - una)) - 1) & ~self._acked
+            if new:
+                self._acknowledge(new, n.ts_echo, now)
+        p = self._pkts.get(unwrap(n.psn, self._una))
+        if p is None or p.state != _INFLIGHT or p.ts > n.ts_echo:
+            return
+        self._go_back(now)
+
+    def _go_back(self, now: float) -> None:
+        """Resend every packet in flight, lowest PSN first, ahead of anything else queued."""
+        back = sorted((p for p in self._order if p.state == _INFLIGHT), key=lambda p: p.psn)
+        for p in back:
+            p.state = _LOST
+            self._evs.release(p.ev.path, p.xseq)
+            self.inflight -= p.length + DATA_HEADER_LEN
+        self._retx = deque(sorted((p for p in (*back, *self._retx) if p.state == _LOST), key=lambda p: p.psn))
+        self._counters.go_backs += 1
 
     def set_planes_down(self, local: int, now: float) -> None:
         """This host's planes whose NIC is down (a bitmap; 0: all up)."""
@@ -310,6 +338,8 @@ class Sender:
         if fired:
             self._counters.timeouts += 1
             self._backoff *= 2
+            if self._cfg.go_back_n:
+                self._go_back(now)
 
     def next_timer(self) -> float | None:
         if self.failed:
@@ -330,9 +360,10 @@ class Sender:
         ts = int(now * 1e9)
         if self._warm or self._evs.probing:
             self._emit_probes(now, ts, out)
-        window = self.cc.cwnd if self._cfg.cc else self._cfg.cc_max_window
-        pace = self._pace_rate
-        full = self._refill(now) if pace else 0.0
+        cc = self._cfg.cc
+        window = self.cc.cwnd if cc else self._cfg.cc_max_window
+        pace = self._pace_rate * self.cc.rate if cc else self._pace_rate
+        full = self._refill(now, pace) if pace else 0.0
         conn_id = self._conn_id
         counters = self._counters
         while self.inflight < window and (self._retx or self._queue):
@@ -378,10 +409,9 @@ class Sender:
             counters.warm_probes += len(self._warm)
             self._warm = []
 
-    def _refill(self, now: float) -> float:
-        """Fill the pacer's bucket up to ``now``; the tokens a full packet needs (less what the bucket gains
-        within ``pace_slack``: a packet due that soon goes now)."""
-        pace = self._pace_rate
+    def _refill(self, now: float, pace: float) -> float:
+        """Fill the pacer's bucket at ``pace`` bytes/s up to ``now``; the tokens a full packet needs (less what the
+        bucket gains within ``pace_slack``: a packet due that soon goes now)."""
         if self._tokens_at is not None:
             self._tokens = min(self._pace_depth, self._tokens + (now - self._tokens_at) * pace)
         self._tokens_at = now

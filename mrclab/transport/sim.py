@@ -8,11 +8,11 @@ A packet from host a to host b on EV e crosses the links ``route(a, b, e)`` retu
 one after another. Each :class:`Link` is one direction of a cable: a FIFO drained at
 ``rate`` behind a ``queue``-byte buffer, then ``delay`` seconds of propagation. A DATA
 packet that does not fit is trimmed to its header (``trim=True``, as MRC switches do)
-or dropped; trimmed headers and control packets take a strict-priority lane that
-skips the queue. Links can also drop at random (``loss``), add random delay that keeps
-packets in order (``jitter``: up to that many seconds, as a busy software switch does),
-delay a packet further (``reorder`` probability, up to ``reorder_delay``, overtaking
-others), duplicate (``dup``), flip a payload
+or dropped (a go-back-N connection's, RoCE's, always); trimmed headers and control
+packets take a strict-priority lane that skips the queue. Links can also drop at random
+(``loss``), add random delay that keeps packets in order (``jitter``: up to that many
+seconds, as a busy software switch does), delay a packet further (``reorder``
+probability, up to ``reorder_delay``, overtaking others), duplicate (``dup``), flip a payload
 bit (``corrupt``, which only the end-to-end digest can catch), mark ECN CE on a
 queued DATA packet with a probability rising from 0 at ``ecn_min`` to 1 at ``ecn_max``
 bytes ahead of it (as the lab's egress program does; the mark travels beside the
@@ -64,9 +64,10 @@ class Link:
         self.last_arrival = 0.0
         self.tx_packets = self.tx_bytes = self.drops = self.trims = 0
 
-    def transmit(self, datagram, now: float, rng: random.Random) -> tuple[float, bytes, bool] | None:
+    def transmit(self, datagram, now: float, rng: random.Random, trimmable: bool = True
+                 ) -> tuple[float, bytes, bool] | None:
         """When ``datagram`` reaches the far end, what it looks like then and whether this port marked it CE; None
-        if it is lost here."""
+        if it is lost here. A packet that is not ``trimmable`` (RoCE's) is dropped where MRC's would be trimmed."""
         if self.blackhole or (self.loss and rng.random() < self.loss):
             self.drops += 1
             return None
@@ -74,7 +75,7 @@ class Link:
         backlog = (self.busy_until - now) * self.rate / 8 if self.busy_until > now else 0.0
         priority = datagram[1] != DATA or len(datagram) <= DATA_HEADER_LEN
         if not priority and backlog + size > self.queue:
-            if not self.trim:
+            if not (self.trim and trimmable):
                 self.drops += 1
                 return None
             datagram = trim(datagram)
@@ -198,7 +199,7 @@ class Network:
                 path = self._routes.get(key)
                 if path is None:
                     path = self._routes[key] = tuple(self._route(ep.host, ep.peer, ev))
-                self._hop(datagram, path, 0, (ep.peer, conn.conn_id))
+                self._hop(datagram, path, 0, (ep.peer, conn.conn_id), trimmable=not conn.config.go_back_n)
             if not self._dispatch(ep):  # an event handler may have posted more to send
                 break
         t = conn.next_timer()
@@ -221,7 +222,9 @@ class Network:
         ep.conn.on_timer(self.now)
         self._service(ep)
 
-    def _hop(self, datagram, path: Sequence[Link], index: int, dest: tuple, ce: bool = False) -> None:
+    def _hop(self, datagram, path: Sequence[Link], index: int, dest: tuple, ce: bool = False,
+             trimmable: bool = True) -> None:
+        """One link of ``path``; switches trim MRC data only, never a go-back-N (RoCE) connection's."""
         if index == len(path):
             ep = self._endpoints.get(dest)
             if ep is not None:
@@ -229,14 +232,14 @@ class Network:
                 self._service(ep)
             return
         link = path[index]
-        result = link.transmit(datagram, self.now, self.rng)
+        result = link.transmit(datagram, self.now, self.rng, trimmable)
         if result is None:
             return
         arrive, datagram, marked = result
         ce = ce or marked
-        self.at(arrive, self._hop, datagram, path, index + 1, dest, ce)
+        self.at(arrive, self._hop, datagram, path, index + 1, dest, ce, trimmable)
         if link.dup and self.rng.random() < link.dup:
-            self.at(arrive + link.delay, self._hop, datagram, path, index + 1, dest, ce)
+            self.at(arrive + link.delay, self._hop, datagram, path, index + 1, dest, ce, trimmable)
 
 
 def stream(net: Network, ep: Endpoint, size: int, depth: int = 2, start: float = 0.0,

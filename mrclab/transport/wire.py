@@ -50,7 +50,7 @@ NACK (28 bytes)::
      8   4  psn          the PSN that needs resending
     12   4  cum_psn
     16   2  ev           echoed
-    18   1  reason       TRIMMED = 1
+    18   1  reason       TRIMMED = 1, SEQUENCE = 2 (go-back-N: resend from psn)
     19   1  reserved     0
     20   8  ts_echo
 
@@ -100,6 +100,7 @@ take different paths and can overtake each other, so an echo alone says that a p
 that it arrived second."""
 
 NACK_TRIMMED = 1
+NACK_SEQUENCE = 2  # go-back-N: psn is the next PSN the receiver takes; it discards what came after
 
 DATA_HEADER_LEN = 48
 SACK_LEN = 48
@@ -296,7 +297,7 @@ def _decode_nack(datagram: bytes | bytearray | memoryview, size: int, kind: int,
     if size != NACK_LEN:
         raise WireError(f"NACK of {size} bytes, expected {NACK_LEN}")
     _, _, _, conn_id, psn, cum_psn, ev, reason, reserved, ts_echo = _NACK.unpack_from(datagram)
-    if flags or reserved or reason != NACK_TRIMMED:
+    if flags or reserved or reason not in (NACK_TRIMMED, NACK_SEQUENCE):
         raise WireError(f"NACK with flags {flags:#06x}, reason {reason} or reserved bits set")
     return Nack(flags, conn_id, psn, cum_psn, ev, reason, ts_echo)
 

@@ -55,7 +55,7 @@ local f = {
     ts_echo = ProtoField.uint64("mrc.ts_echo", "Timestamp echo (ns)", base.DEC),
     ack_delay = ProtoField.uint32("mrc.ack_delay", "ACK delay (ns)", base.DEC),
     nic_down = ProtoField.uint16("mrc.nic_down", "NICs down (bit k: plane k)", base.HEX),
-    reason = ProtoField.uint8("mrc.nack.reason", "NACK reason", base.DEC, {[1] = "TRIMMED"}),
+    reason = ProtoField.uint8("mrc.nack.reason", "NACK reason", base.DEC, {[1] = "TRIMMED", [2] = "SEQUENCE"}),
     seq = ProtoField.uint32("mrc.probe.seq", "Probe sequence", base.DEC),
     warm = ProtoField.bool("mrc.probe.warm", "Warm-up probe"),
     path = ProtoField.string("mrc.path", "uSID path"),
@@ -239,9 +239,10 @@ local function dissect_nack(tvb, tree)
     tree:add(f.reason, tvb(18, 1))
     check_reserved(tree, tvb(19, 1))
     tree:add(f.ts_echo, tvb(20, 8))
-    if tvb(18, 1):uint() ~= 1 then malformed(tree, "unknown NACK reason") end
+    if tvb(18, 1):uint() < 1 or tvb(18, 1):uint() > 2 then malformed(tree, "unknown NACK reason") end
     tree:add_proto_expert_info(e_nack)
-    return string.format("conn %d psn %d ev %d TRIMMED", tvb(4, 4):uint(), tvb(8, 4):uint(), tvb(16, 2):uint())
+    local why = tvb(18, 1):uint() == 2 and "SEQUENCE" or "TRIMMED"
+    return string.format("conn %d psn %d ev %d %s", tvb(4, 4):uint(), tvb(8, 4):uint(), tvb(16, 2):uint(), why)
 end
 
 local function dissect_probe(tvb, tree)

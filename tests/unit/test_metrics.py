@@ -201,7 +201,7 @@ def test_loaded_rtt_percentiles_come_from_every_agents_samples():
     """Two agents' RTT histograms add up: 90 samples at 2 ms on one, 10 at 40 ms on the other, so the
     run's median is 2 ms and its p99 40 ms, each within a bucket's half width (2.2%)."""
     from mrclab.metrics import results as results_mod
-    from mrclab.transport.cc import RttEstimator
+    from mrclab.transport.rtt import RttEstimator
     agents = {}
     for host, (rtt, n) in {"h0": (0.002, 90), "h1": (0.040, 10)}.items():
         est = RttEstimator()

@@ -128,7 +128,7 @@ def test_inline_topology(tmp_path):
     ({"topology": None}, "topology: is required"),
     ({"topology": "clos-9p"}, "topology: no topology 'clos-9p'"),
     ({"topology": {"planes": 0}}, "planes: must be between"),
-    ({"transport": "rdma"}, "transport: 'rdma' is not one of: mrc, single-path, tcp"),
+    ({"transport": "rdma"}, "transport: 'rdma' is not one of: mrc, single-path, roce, tcp"),
     ({"routing": "bgp"}, "routing: 'bgp' is not one of"),
     ({"seed": -1}, "seed: must be between 0 and"),
     ({"duration_limit": "0s"}, "duration_limit: must be more than 0s"),

@@ -1,4 +1,4 @@
-"""RTT estimation and congestion control: a sender window in the spirit of UET 1.0 NSCC.
+"""NSCC: a sender window in the spirit of UET 1.0 NSCC, MRC's congestion control.
 
 NSCC steers one window per connection (bytes in flight, over every path at once) by
 queueing delay: RTT minus the base RTT (configured, or else the lowest RTT seen; a
@@ -23,74 +23,27 @@ a queue building, and a 5-to-1 incast then trims most of its packets (514 of 772
 """
 from __future__ import annotations
 
-from ..metrics.rtt import rtt_bucket
+from ..config import TransportConfig
+from ..rtt import RttEstimator
+from .base import CongestionControl
 
 
-class RttEstimator:
-    """Smoothed RTT and variance (RFC 6298) plus the minimum, which stands for the base RTT, and a histogram
-    of every sample (``hist``: :func:`~mrclab.metrics.rtt.rtt_bucket` -> count), for the RTT under load a run
-    reports."""
-
-    __slots__ = ("srtt", "rttvar", "min_rtt", "latest", "filtered", "hist", "_half", "_bucket", "_bucket_min",
-                 "_prev_min")
-
-    def __init__(self, filter_samples: int = 1) -> None:
-        self._half = max(1, filter_samples // 2)
-        self.srtt: float | None = None
-        self.rttvar = 0.0
-        self.min_rtt = float("inf")
-        self.latest = 0.0
-        self.filtered = 0.0  # lowest of the last filter_samples / 2 to filter_samples samples
-        self.hist: dict[int, int] = {}
-        self._bucket = 0
-        self._bucket_min = float("inf")
-        self._prev_min = float("inf")
-
-    def update(self, sample: float) -> None:
-        if sample <= 0.0:
-            return  # clock skew between send and echo paths; nothing to learn
-        self.latest = sample
-        bucket = rtt_bucket(sample)
-        self.hist[bucket] = self.hist.get(bucket, 0) + 1
-        if sample < self.min_rtt:
-            self.min_rtt = sample
-        if sample < self._bucket_min:
-            self._bucket_min = sample
-        self._bucket += 1
-        if self._bucket >= self._half:
-            self._prev_min = self._bucket_min
-            self._bucket_min = float("inf")
-            self._bucket = 0
-        self.filtered = self._bucket_min if self._bucket_min < self._prev_min else self._prev_min
-        if self.srtt is None:
-            self.srtt = sample
-            self.rttvar = sample / 2
-        else:
-            self.rttvar += 0.25 * (abs(self.srtt - sample) - self.rttvar)
-            self.srtt += 0.125 * (sample - self.srtt)
-
-    def rto(self, rto_min: float, rto_initial: float) -> float:
-        if self.srtt is None:
-            return rto_initial
-        return max(rto_min, self.srtt + 4 * self.rttvar)
-
-
-class WindowCC:
+class Nscc(CongestionControl):
     """The congestion window, in bytes; never below one MSS."""
 
-    __slots__ = ("cwnd", "_mss", "_max", "_base_rtt", "_target", "_ai", "_fi", "_md", "_trim_md", "_hold_until")
+    __slots__ = ("cwnd", "rate", "_mss", "_max", "_base_rtt", "_target", "_ai", "_fi", "_md", "_trim_md", "_hold_until")
 
-    def __init__(self, mss: int, *, init_window: int, max_window: int, base_rtt: float, target_delay: float,
-                 ai: float, fi: float, md: float, trim_md: float) -> None:
-        self._mss = mss
-        self._base_rtt = base_rtt
-        self._max = max(max_window, mss)
-        self.cwnd = float(min(max(init_window, mss), self._max))
-        self._target = target_delay
-        self._ai = ai
-        self._fi = fi
-        self._md = md
-        self._trim_md = trim_md
+    def __init__(self, config: TransportConfig) -> None:
+        mss = self._mss = config.mss
+        self._base_rtt = config.cc_base_rtt
+        self._max = max(config.cc_max_window, mss)
+        self.cwnd = float(min(max(config.cc_init_window, mss), self._max))
+        self.rate = 1.0
+        self._target = config.cc_target_delay
+        self._ai = config.cc_ai
+        self._fi = config.cc_fi
+        self._md = config.cc_md
+        self._trim_md = config.cc_trim_md
         self._hold_until = 0.0
 
     def on_ack(self, acked: int, rtt: RttEstimator, now: float) -> None:
