@@ -29,7 +29,10 @@ SPINE_BASE = 0x2000
 HOST_BASE = 0x4000
 MAX_LEAVES = SPINE_BASE - LEAF_BASE
 MAX_SPINES = HOST_BASE - SPINE_BASE
-MAX_HOSTS = 0x10000 - HOST_BASE
+CONN_HOST_BITS = 12
+MAX_HOSTS = 1 << CONN_HOST_BITS  # within the uSID space (0x10000 - HOST_BASE), and both fit in a conn_id
+QP_BITS = 32 - 2 * CONN_HOST_BITS
+MAX_CONNECTIONS = 1 << QP_BITS  # QPs per ordered pair of hosts
 MAX_PLANES = 0x10000
 
 
@@ -143,14 +146,18 @@ class Plan:
         return self.path_address(src, dst, plane, spine)
 
 
-CONN_HOST_BITS = 16  # MAX_HOSTS fits: a 32-bit conn_id holds both hosts of a connection
-
-
-def conn_id(src: int, dst: int) -> int:
-    """The connection a run uses from host src to host dst: one per ordered pair, the same in every step."""
-    return (src << CONN_HOST_BITS) | dst
+def conn_id(src: int, dst: int, qp: int = 0) -> int:
+    """Connection (QP) ``qp`` of the ordered pair src -> dst, the same in every step: a 32-bit id that holds all
+    three."""
+    return (qp << 2 * CONN_HOST_BITS) | (src << CONN_HOST_BITS) | dst
 
 
 def conn_hosts(conn: int) -> tuple[int, int]:
     """(src, dst) of a `conn_id`."""
-    return conn >> CONN_HOST_BITS, conn & ((1 << CONN_HOST_BITS) - 1)
+    mask = (1 << CONN_HOST_BITS) - 1
+    return (conn >> CONN_HOST_BITS) & mask, conn & mask
+
+
+def conn_qp(conn: int) -> int:
+    """The QP index of a `conn_id` among its pair's connections."""
+    return conn >> 2 * CONN_HOST_BITS

@@ -1,4 +1,6 @@
-"""The step loop of a run: post a step's transfers, wait for its last byte, apply faults as their time comes.
+"""The loop of a run: its workloads side by side, each driven by its own row of `DRIVERS` (a collective posts a
+step's transfers and waits for their last byte; a stream keeps transfers going for its duration), while faults
+are applied as their time comes.
 
 It fills an `Outcome` (metrics.outcome) from the agents' events, snapshots the senders' last
 sends around each path cut for `avoid_s`, and samples the agents' counters every
@@ -25,15 +27,35 @@ from .workload import ideal_step_seconds, step_transfers
 log = logging.getLogger("mrclab.runner")  # runner.log names the run's lines alike, wherever they come from
 
 
+def qp_bases(scenario: Scenario) -> list[int]:
+    """The first QP index of each workload: workloads of one run use connections of their own."""
+    bases, base = [], 0
+    for w in scenario.workloads:
+        bases.append(base)
+        base += w.connections
+    return bases
+
+
+def workload_pairs(scenario: Scenario, index: int) -> set[tuple[str, str]]:
+    """Every (src, dst) the workload sends on."""
+    w = scenario.workloads[index]
+    if w.stream:
+        return set(w.flows)
+    return {(t.src, t.dst) for step in range(w.steps) for t in step_transfers(w, step, scenario.seed)}
+
+
 def warm_pairs(scenario: Scenario) -> list[tuple[str, int, int]]:
-    """(host, connection, peer) of every transfer the workload will make, once each."""
-    topo, workload = scenario.topology, scenario.workload
-    pairs = {(t.src, t.dst) for step in range(workload.steps) for t in step_transfers(workload, step, scenario.seed)}
-    return [(src, conn_id(topo.host_index(src), topo.host_index(dst)), topo.host_index(dst))
-            for src, dst in sorted(pairs)]
+    """(host, connection, peer) of every connection the workloads will use, once each."""
+    topo, out = scenario.topology, set()
+    for index, base in enumerate(qp_bases(scenario)):
+        for src, dst in workload_pairs(scenario, index):
+            for qp in range(base, base + scenario.workloads[index].connections):
+                out.add((src, conn_id(topo.host_index(src), topo.host_index(dst), qp), topo.host_index(dst)))
+    return sorted(out)
 
 
 SAMPLE_INTERVAL_S = 0.25
+STREAM_DEPTH = 2  # messages a stream keeps outstanding per QP: one in flight while the next is acknowledged
 
 
 @dataclass(frozen=True)
@@ -46,8 +68,110 @@ class _OpenCut:
     sent: dict
 
 
+class _Driver:
+    """One workload's sending: what it posts and when it is over. ``index`` is its place in the scenario."""
+
+    def __init__(self, ex: Execution, index: int, qp_base: int) -> None:
+        self.ex, self.index, self.qp_base = ex, index, qp_base
+        self.w = ex.s.workloads[index]
+        self.done = False
+
+    def post(self, src: str, dst: str, msg: int, size: int, qp: int) -> MessageKey:
+        topo, o = self.ex.topo, self.ex.outcome
+        peer = topo.host_index(dst)
+        key = MessageKey(conn_id(topo.host_index(src), peer, self.qp_base + qp), msg)
+        o.posted[key] = Posted(size, time.monotonic())
+        o.workload_of[key] = self.index
+        self.ex.agents.post(src, conn=key.conn, peer=peer, msg=msg, size=size)
+        return key
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def advance(self, finished: MessageKey | None) -> None:
+        """After events: ``finished`` is a message of this workload that just completed or failed (None: a
+        poll went by)."""
+        raise NotImplementedError
+
+
+class _Collective(_Driver):
+    """Steps separated by a barrier; each transfer split evenly over the pair's QPs."""
+
+    def start(self) -> None:
+        self.step = -1
+        self.keys: set[MessageKey] = set()
+        self._next_step()
+
+    def _next_step(self) -> None:
+        ex, o = self.ex, self.ex.outcome
+        self.step += 1
+        if self.step >= self.w.steps:
+            self.done = True
+            return
+        if self.index == 0:  # at_step counts the first workload's steps
+            for action in timeline.step_actions(ex.s.events, self.step, time.monotonic() - o.t0):
+                heapq.heappush(ex.queue, action)
+            ex.progress.step, ex.progress.step_started = self.step, time.monotonic()
+        transfers = step_transfers(self.w, self.step, ex.s.seed)
+        self.ideal = ideal_step_seconds(transfers, ex.topo)
+        self.started = time.monotonic()
+        n = self.w.connections
+        self.keys = set()
+        for t in transfers:
+            share, extra = divmod(t.size, n)
+            for qp in range(n):
+                if share + (qp < extra):
+                    self.keys.add(self.post(t.src, t.dst, self.step, share + (qp < extra), qp))
+
+    def advance(self, finished: MessageKey | None) -> None:
+        o = self.ex.outcome
+        if self.done or any(o.status(k) == "unfinished" for k in self.keys):
+            return
+        last = o.finished_at(self.keys) or time.monotonic()
+        o.record_step(self.w.name, Step(self.step, round(self.started - o.t0, 6), round(last - self.started, 6)),
+                      self.ideal, first=self.index == 0)
+        if self.index == 0:
+            self.ex.progress.last_step_s = last - self.started
+        self._next_step()
+
+
+class _Stream(_Driver):
+    """Transfers kept going on every flow's QPs (``STREAM_DEPTH`` outstanding on each) until the duration ends;
+    then what is out is waited for."""
+
+    def start(self) -> None:
+        self.end = self.ex.outcome.t0 + self.w.duration_s
+        self.next_msg: dict[int, int] = {}
+        self.flow_of: dict[int, tuple[str, str, int]] = {}
+        self.out: set[MessageKey] = set()
+        for src, dst in self.w.flows:
+            for qp in range(self.w.connections):
+                for _ in range(STREAM_DEPTH):
+                    self._post(src, dst, qp)
+
+    def _post(self, src: str, dst: str, qp: int) -> None:
+        conn = conn_id(self.ex.topo.host_index(src), self.ex.topo.host_index(dst), self.qp_base + qp)
+        msg = self.next_msg.get(conn, 0)
+        self.next_msg[conn] = msg + 1
+        self.flow_of[conn] = (src, dst, qp)
+        self.out.add(self.post(src, dst, msg, self.w.message_bytes, qp))
+
+    def advance(self, finished: MessageKey | None) -> None:
+        if finished is not None and finished in self.out:
+            self.out.discard(finished)
+            if time.monotonic() < self.end and finished not in self.ex.outcome.failed:
+                self._post(*self.flow_of[finished.conn])
+        if time.monotonic() >= self.end:
+            o = self.ex.outcome
+            self.out = {k for k in self.out if o.status(k) == "unfinished"}
+            self.done = not self.out
+
+
+DRIVERS: dict[bool, type[_Driver]] = {False: _Collective, True: _Stream}
+
+
 class Execution:
-    """One run's step loop; `run()` returns its Outcome."""
+    """One run's workloads, side by side; `run()` returns its Outcome."""
 
     def __init__(self, scenario: Scenario, fabric, agents: Agents):
         self.s, self.fabric, self.agents = scenario, fabric, agents
@@ -63,12 +187,26 @@ class Execution:
         deadline = o.t0 + s.duration_limit_s
         self.queue = list(timeline.timed_actions(s.events))
         heapq.heapify(self.queue)
-        for step in range(s.workload.steps):
-            for action in timeline.step_actions(s.events, step, time.monotonic() - o.t0):
-                heapq.heappush(self.queue, action)
-            self._fire_due()
-            if not self._run_step(step, deadline):
+        drivers = [DRIVERS[w.stream](self, i, base) for i, (w, base) in enumerate(zip(s.workloads, qp_bases(s),
+                                                                                         strict=True))]
+        self._fire_due()
+        for driver in drivers:
+            driver.start()
+        self._fire_due()
+        while not all(d.done for d in drivers):
+            now = time.monotonic()
+            if now >= deadline:
+                o.aborted = f"duration_limit of {s.duration_limit_s:g}s reached" + (
+                    f" in step {self.progress.step}" if not s.workload.stream else "")
                 break
+            next_action = self.queue[0].t_s + o.t0 if self.queue else deadline
+            self.agents.poll(max(0.0, min(next_action, deadline, now + 0.05) - now))
+            for key in self._drain_events():
+                drivers[o.workload_of[key]].advance(key)
+            for driver in drivers:
+                driver.advance(None)
+            self._fire_due()
+            self._sample_due()
         o.t_end = time.monotonic()
         self._snapshot_open_cuts()
         for action in sorted(self.queue):  # placed by time beyond the end of the workload
@@ -77,34 +215,6 @@ class Execution:
                 log.warning("event %d (%s %s at %.3f s) never fired: the workload ended at %.3f s",
                             action.event_index, action.action, action.target, action.t_s, o.t_end - o.t0)
         return o
-
-    def _run_step(self, step: int, deadline: float) -> bool:
-        o, p = self.outcome, self.progress
-        transfers = step_transfers(self.s.workload, step, self.s.seed)
-        o.ideal_s.append(ideal_step_seconds(transfers, self.topo))
-        keys = set()
-        start = time.monotonic()
-        p.step, p.step_started = step, start
-        for t in transfers:
-            src, dst = self.topo.host_index(t.src), self.topo.host_index(t.dst)
-            key = MessageKey(conn_id(src, dst), step)
-            keys.add(key)
-            o.posted[key] = Posted(t.size, start)
-            self.agents.post(t.src, conn=key.conn, peer=dst, msg=step, size=t.size)
-        while any(o.status(k) == "unfinished" for k in keys):
-            now = time.monotonic()
-            if now >= deadline:
-                o.aborted = f"duration_limit of {self.s.duration_limit_s:g}s reached in step {step}"
-                return False
-            next_action = self.queue[0].t_s + o.t0 if self.queue else deadline
-            self.agents.poll(max(0.0, min(next_action, deadline, now + 0.2) - now))
-            self._drain_events()
-            self._fire_due()
-            self._sample_due()
-        last = o.finished_at(keys) or time.monotonic()
-        o.steps.append(Step(step, round(start - o.t0, 6), round(last - start, 6)))
-        p.last_step_s = last - start
-        return True
 
     def _sample_due(self) -> None:
         o = self.outcome
@@ -115,8 +225,10 @@ class Execution:
             o.sample_times[round_no] = round(now, 6)
             self.agents.sample(round_no)
 
-    def _drain_events(self) -> None:
+    def _drain_events(self) -> list[MessageKey]:
+        """Record the agents' events; the messages they finished (completed or failed), for the workloads."""
         o, p = self.outcome, self.progress
+        finished = []
         while self.agents.events:
             e = self.agents.events.popleft()
             kind = e.get("event")
@@ -129,8 +241,12 @@ class Execution:
                     o.failed[key] = "bytes did not match what was sent"
             elif kind == "completed":
                 o.completed[key] = e["t"]
+                if key in o.workload_of:
+                    finished.append(key)
             elif kind == "failed":
                 o.failed[key] = e.get("reason", "failed")
+                if key in o.workload_of:
+                    finished.append(key)
             elif kind == "ev_state":
                 plane, spine = self.topo.plan.ev_path(e["ev"])
                 o.ev_changes.append(EvChange(round(e["t"] - o.t0, 6), e["host"], self.topo.host_names[e["peer"]],
@@ -139,6 +255,7 @@ class Execution:
                 owner = self.topo.host_names[e["of"]] if "of" in e else e["host"]
                 o.nic_changes.append(NicChange(round(e["t"] - o.t0, 6), owner, e["plane"], e["state"], e["host"]))
         p.failed = len(o.failed)
+        return finished
 
     def _fire_due(self) -> None:
         o = self.outcome

@@ -1,4 +1,4 @@
-"""What can be known of a scenario without a lab: the workload's length and the fault timeline it expands to.
+"""What can be known of a scenario without a lab: the workloads' length and the fault timeline it expands to.
 
 A run takes at least its ideal length (every step at the bottleneck's line rate) and, on this
 emulator, rarely less than `SLOWEST_FRACTION` of line rate; an event placed by time after
@@ -18,11 +18,18 @@ SLOWEST_FRACTION = 0.1
 
 
 def estimated_length(scenario: Scenario) -> tuple[float, float]:
-    """(ideal, latest): the workload's length at line rate, and at `SLOWEST_FRACTION` of it."""
-    w = scenario.workload
-    ideal = sum(ideal_step_seconds(step_transfers(w, step, scenario.seed), scenario.topology)
-                for step in range(w.steps))
-    return ideal, min(ideal / SLOWEST_FRACTION, scenario.duration_limit_s)
+    """(ideal, latest): the run's length at line rate, and at `SLOWEST_FRACTION` of it (the longest workload's;
+    a stream lasts its duration)."""
+    ideal = latest = 0.0
+    for w in scenario.workloads:
+        if w.stream:
+            length = slowest = w.duration_s
+        else:
+            length = sum(ideal_step_seconds(step_transfers(w, step, scenario.seed), scenario.topology)
+                         for step in range(w.steps))
+            slowest = length / SLOWEST_FRACTION
+        ideal, latest = max(ideal, length), max(latest, slowest)
+    return ideal, min(latest, scenario.duration_limit_s)
 
 
 def check(scenario: Scenario) -> None:

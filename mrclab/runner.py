@@ -103,7 +103,7 @@ class _Run:
             if self.s.capture.on:  # before the agents' first packet
                 self.recording = Recording(self.s.capture, fabric, self.state, self.out_dir)
                 self.recording.start()
-            self.agents.start(self.s, {h: fabric.host(h) for h in self.s.workload.hosts}, self.state, self.out_dir)
+            self.agents.start(self.s, {h: fabric.host(h) for h in self.s.hosts}, self.state, self.out_dir)
             if not self.agents.warm(warm_pairs(self.s)):
                 log.warning("warm-up: some paths did not answer their probe before the clock started")
             execution = Execution(self.s, fabric, self.agents)

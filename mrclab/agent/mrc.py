@@ -373,6 +373,7 @@ class MrcDatapath(Attached):
         for p in self._peers.values():
             p.conn.set_nic_down(planes, now)
             self._mark(p)
+        self._share_pacing()
         for plane, sockets in enumerate(self._plane_senders):
             if gone >> plane & 1:
                 for sock in sockets:
@@ -429,13 +430,15 @@ class MrcDatapath(Attached):
     def _share_pacing(self) -> None:
         """The pacing rate is the host's line rate: connections sending at once split it evenly, as a
         NIC's scheduler would, so that together they never outrun the NICs into the host backlog. A
-        single-path connection (QP) has one NIC: it splits that NIC's rate with the others on its plane."""
+        single-path connection (QP) has one NIC: it splits that NIC's rate with the others on its plane. NICs
+        that are down carry nothing, so sprayed connections share the rate of those left."""
+        planes = self._plan.planes
         if not self._config.single_path:
-            share = 1.0 / max(1, len(self._busy))
+            up = planes - bin(self._nic_down & ((1 << planes) - 1)).count("1")
+            share = max(up, 1) / planes / max(1, len(self._busy))
             for p in self._busy:
                 p.conn.set_pace_share(share)
             return
-        planes = self._plan.planes
         on_plane: dict[int, list[_Peer]] = {}
         for p in self._busy:
             on_plane.setdefault(self._plane_of(p.evs[0]), []).append(p)

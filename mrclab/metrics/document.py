@@ -10,7 +10,7 @@ from ..addressing import conn_hosts
 from ..agents import effective_options
 from ..spec import Scenario
 from ..transports import TRANSPORTS
-from . import avoid, expectations, results
+from . import avoid, expectations, results, workloads
 from .fidelity import latency_split
 from .outcome import Outcome, rows
 from .rtt import rtt_mean
@@ -108,7 +108,15 @@ def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome
         "controller": lab.controller,
         "fidelity": fidelity,
     }
+    series = workloads.timeseries(scenario, outcome)
+    doc["workloads"] = workloads.rows(scenario, outcome, series)
+    if series is not None:
+        doc["timeseries"] = series
+    if scenario.workload.stream:  # the headline share of ideal is the first workload's
+        summary["goodput_fraction"] = doc["workloads"][0]["goodput_fraction"]
     checks = expectations.evaluate(scenario.expect, doc)
+    for w, row in zip(scenario.workloads, doc["workloads"], strict=True):
+        checks.extend(expectations.evaluate_workload(w.expect, row))
     for u in outcome.unfired:
         checks.insert(0, {"name": "events_fired", "expected": f"event {u.event_index} fires",
                           "actual": f"{u.action} {u.target} at {u.t_s:g} s never fired: the workload "

@@ -67,6 +67,26 @@ def evaluate(expect: dict, results: dict) -> list[dict]:
     return checks
 
 
+WORKLOAD_CHECKS = {
+    "failed_messages": ("messages", lambda row: row["messages"]["failed"]),
+    "min_goodput_bps": ("bit/s", lambda row: row.get("goodput_bps")),
+    "min_bin_fraction": ("of ideal", lambda row: row.get("min_bin_fraction")),
+}
+"""A workload's own checks: the unit and the figure of its row of results.json `workloads`."""
+
+
+def evaluate_workload(expect: dict, row: dict) -> list[dict]:
+    """A workload's own `expect:` against its row; checks are named ``<workload>.<check>``."""
+    checks = []
+    for name, expected in expect.items():
+        unit, read = WORKLOAD_CHECKS[name]
+        actual = read(row)
+        ok = actual is not None and (actual >= expected if name.startswith("min_") else actual <= expected)
+        checks.append({"name": f"{row['name']}.{name}", "expected": expected, "actual": actual, "unit": unit,
+                       "ok": ok})
+    return checks
+
+
 def failed(checks: list[dict]) -> list[dict]:
     """The checks that failed; those that do not apply (ok null) are not among them."""
     return [c for c in checks if c["ok"] is False]
@@ -74,7 +94,7 @@ def failed(checks: list[dict]) -> list[dict]:
 
 def bound_text(check: dict) -> str:
     """`expected` as a bound in its unit: `≤ 50 ms`, `≥ 50% of ideal`, `= true`."""
-    name, value = check["name"], check["expected"]
+    name, value = check["name"].rpartition(".")[2], check["expected"]
     if name == "fidelity_ok":
         return f"= {str(value).lower()}"
     return ("≥ " if name.startswith("min_") else "≤ ") + value_text(name, value)
@@ -86,10 +106,11 @@ def value_text(name: str, value) -> str:
         return "not measured"
     if isinstance(value, str):
         return value
-    unit = UNITS.get(name, "")
+    name = name.rpartition(".")[2]
+    unit = UNITS.get(name) or WORKLOAD_CHECKS.get(name, ("",))[0]
     if unit == "s":
         return format_seconds(value)
-    if name == "min_goodput_fraction":
+    if name in ("min_goodput_fraction", "min_bin_fraction"):
         return f"{value * 100:g}% of ideal"
     if unit == "x":
         return f"{value:g}x"

@@ -96,8 +96,10 @@ class Outcome:
 
     t0: float = 0.0
     t_end: float = 0.0
-    steps: list[Step] = field(default_factory=list)
-    ideal_s: list[float] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)  # the first workload's (a collective's)
+    ideal_s: list[float] = field(default_factory=list)  # ... and a perfect fabric's time for each
+    workload_steps: dict[str, list[tuple[Step, float]]] = field(default_factory=dict)  # name -> (step, ideal_s)
+    workload_of: dict[MessageKey, int] = field(default_factory=dict)  # message -> its workload's index
     posted: dict[MessageKey, Posted] = field(default_factory=dict)
     delivered: dict[MessageKey, Delivery] = field(default_factory=dict)
     completed: dict[MessageKey, float] = field(default_factory=dict)  # monotonic time its sender saw it acknowledged
@@ -110,6 +112,13 @@ class Outcome:
     aborted: str | None = None
     # (from, to) -> DATA packets senders put into a downed hop
     sent_into_faults: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def record_step(self, workload: str, step: Step, ideal_s: float, *, first: bool) -> None:
+        """A finished step of the named workload; the first workload's also go to `steps` and `ideal_s`."""
+        if first:
+            self.steps.append(step)
+            self.ideal_s.append(ideal_s)
+        self.workload_steps.setdefault(workload, []).append((step, ideal_s))
 
     def finished_at(self, keys: Iterable[MessageKey]) -> float | None:
         """When the last of these messages was delivered *and* acknowledged to its sender: the step is over

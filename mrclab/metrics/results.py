@@ -1,5 +1,6 @@
 """The parts of results.json (schema mrclab.results/v1, docs/spec.md) computed from a run's raw record, and the
-files a run writes: results.json, steps.csv, events.csv, messages.csv. `document` assembles the parts."""
+files a run writes: results.json, steps.csv, events.csv, messages.csv, timeseries.csv (streams). `document`
+assembles the parts."""
 from __future__ import annotations
 
 import csv
@@ -142,6 +143,14 @@ def write(out_dir: Path, doc: dict) -> None:
         writer.writerow(["t_s", "action", "target", "rate", "avoid_s", "revive_s"])
         writer.writerows([e["t_s"], e["action"], e["target"], e.get("rate", ""), e.get("avoid_s", ""),
                           e.get("revive_s", "")] for e in doc["events"])
+    series = doc.get("timeseries")
+    if series is not None:  # one row per bin: its start, then bit/s of each pair and the total
+        names = [k for k in series if k != "bin_s"]
+        with open(out_dir / "timeseries.csv", "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["t_s", *names])
+            writer.writerows([round(i * series["bin_s"], 6), *(series[n][i] for n in names)]
+                             for i in range(len(series[names[0]])))
 
 
 def write_messages(out_dir: Path, rows: list[list]) -> None:

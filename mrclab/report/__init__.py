@@ -22,9 +22,14 @@ class PlotSpec:
     title: str
     caption: str
     build: Callable[[Run], Figure]
+    applies: Callable[[Run], bool] = lambda run: True  # a plot of a kind of workload the run has not is left out
 
 
 PLOTS = (
+    PlotSpec("report-throughput.png", "Stream throughput over time",
+             "Bits per second each stream pair delivered (verified) in each bin, and their total (timeseries.csv); "
+             "dashed lines are faults, shaded spans outages.",
+             plots.throughput, lambda run: "timeseries" in run.results),
     PlotSpec("report-step-time.png", "Step time over time",
              "Duration of every step at its start time; dashed lines are faults, shaded spans outages.",
              plots.step_time),
@@ -58,7 +63,7 @@ def write_report(run_dir: str | Path) -> Written:
     """Draw every plot the run has data for, write each PNG and report.html into the run directory."""
     run = load(run_dir)
     pictures, pngs = [], []
-    for spec in PLOTS:
+    for spec in (spec for spec in PLOTS if spec.applies(run)):
         picture = html.Picture(spec.file, spec.title, spec.caption)
         try:
             figure = spec.build(run)

@@ -174,7 +174,8 @@ def step_time(run: Run) -> Figure:
     r = run.results
     steps = r["steps"]
     if not steps:
-        raise NoData("no step finished before the run ended")
+        raise NoData("no step finished before the run ended" if not r["summary"]["goodput_fraction"] or
+                     not r.get("timeseries") else "the first workload is a stream, which has no steps")
     x = [s["start_s"] for s in steps]
     y = [s["duration_s"] * 1e3 for s in steps]
     st = r["summary"]["step_time_s"]
@@ -417,6 +418,36 @@ def completion_cdf(run: Run) -> Figure:
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8, title=f"not delivered: {undelivered}" if undelivered else None,
               title_fontsize=8)
+    return fig
+
+
+def throughput(run: Run) -> Figure:
+    """Stream throughput per pair and in total, bin by bin, against the faults: what a failure costs a bulk
+    transfer and how soon it is back (the MRC paper's throughput-over-time plots)."""
+    series = run.results.get("timeseries")
+    if not series:
+        raise NoData("no stream workload in this run")
+    width = series["bin_s"]
+    fig = Figure(figsize=(10, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    top = 0.0
+    for name, values in series.items():
+        if name == "bin_s":
+            continue
+        edges = list(np.arange(len(values) + 1) * width)
+        mbit = [v / 1e6 for v in values]
+        total = name == "total"
+        ax.step(edges, mbit + mbit[-1:], where="post", lw=2.0 if total else 1.0, color=STEP_COLOUR if total else None,
+                label=name)
+        top = max(top, max(mbit, default=0.0))
+    for w in run.results.get("workloads", []):
+        if w.get("ideal_bps"):
+            ax.axhline(w["ideal_bps"] / 1e6, color=IDEAL_COLOUR, ls="--", lw=1,
+                       label=f"{w['name']} ideal {w['ideal_bps'] / 1e6:.0f} Mbit/s")
+            top = max(top, w["ideal_bps"] / 1e6)
+    finish_timeline(ax, run, top, "time (s since workload start)", f"Mbit/s delivered ({width * 1e3:g} ms bins)",
+                    f"Stream throughput:\n{run.label}")
+    ax.title.set_fontsize(10)
     return fig
 
 

@@ -12,6 +12,17 @@ from ..units import format_bytes, format_seconds
 from .summary import actual_text, cpu_text, rtt_text, verdict_text
 
 
+def workload_text(w: dict) -> str:
+    """One workload's own figures: a stream's goodput and its worst bin, a collective's goodput and steps."""
+    failed = f" · [red]{w['messages']['failed']} failed[/]" if w["messages"]["failed"] else ""
+    if "duration_s" in w:
+        worst = "" if w["min_bin_fraction"] is None else f", worst bin {w['min_bin_fraction'] * 100:.0f}%"
+        return (f"{w['pattern']} ×{w['connections']} QP: {w['goodput_bps'] / 1e6:.1f} Mbit/s, "
+                f"{w['goodput_fraction'] * 100:.0f}% of ideal{worst}{failed}")
+    return (f"{w['pattern']} ×{w['connections']} QP: {w['goodput_bps'] / 1e6:.1f} Mbit/s over {w['steps']} steps, "
+            f"step p50 {format_seconds(w['step_time_s']['p50'])}{failed}")
+
+
 def print_run(doc: dict, target: Path, *, out: Console, err: Console) -> None:
     """The key figures first, so they fit one 80x24 screen; then the expectations, then the notes."""
     for u in doc.get("unfired_events", []):
@@ -27,10 +38,12 @@ def print_run(doc: dict, target: Path, *, out: Console, err: Console) -> None:
     verified = "all verified" if b["verified"] == b["delivered"] else f"{format_bytes(b['verified'])} verified"
     tail = f" ({st['p100'] / st['p50']:.2f}x p50)" if st["p50"] else ""
     rows = [("step time", f"p50 {format_seconds(st['p50'])} · p100 {format_seconds(st['p100'])}{tail}"
-                          f" · {len(doc['steps'])} steps"),
-            ("goodput", f"{s['goodput_bps'] / 1e6:.1f} Mbit/s, {s['goodput_fraction'] * 100:.0f}% of ideal"),
-            ("messages", (f"{m['sent']} sent · [{'red' if m['failed'] else 'green'}]{m['failed']} failed[/] · "
-                          f"{format_bytes(b['delivered'])} delivered, {verified}"))]
+                          f" · {len(doc['steps'])} steps")] if doc["steps"] else []
+    rows += [("goodput", f"{s['goodput_bps'] / 1e6:.1f} Mbit/s, {s['goodput_fraction'] * 100:.0f}% of ideal")]
+    workloads = doc.get("workloads", [])
+    rows += [(f"  {w['name']}", workload_text(w)) for w in workloads if len(workloads) > 1 or "duration_s" in w]
+    rows += [("messages", (f"{m['sent']} sent · [{'red' if m['failed'] else 'green'}]{m['failed']} failed[/] · "
+                           f"{format_bytes(b['delivered'])} delivered, {verified}"))]
     rows += [(key, ("not measured" if e[key] is None else format_seconds(e[key]))
               + f" ({e['action']} {e['target']} @{e['t_s']:.2f} s)")
              for e in doc["events"] for key in ("avoid_s", "revive_s") if key in e]

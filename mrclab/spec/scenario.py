@@ -6,6 +6,7 @@ directory is `Scenario.to_dict()`, so a reader always sees the values that ran.
 from __future__ import annotations
 
 import copy
+import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,7 +40,10 @@ from .topology import Topology
 SCENARIO_DIR = folder("scenarios")
 
 DATAPATHS = ("auto", "ovs", "linux")  # the rows of fabric.datapath, and `auto`
-PATTERNS = ("ring-allreduce", "all-to-all", "incast", "permutation")
+STREAM = "stream"
+PATTERNS = ("ring-allreduce", "all-to-all", "incast", "permutation", STREAM)
+MAX_CONNECTIONS = 64  # QPs per pair (the paper scales RoCE to 16)
+WORKLOAD_EXPECTATIONS = ("failed_messages", "min_goodput_bps", "min_bin_fraction")
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")  # a scenario name becomes a directory name
 MAX_SEED = (1 << 63) - 1
 MIN_RATE_BPS = 1000
@@ -56,7 +60,8 @@ DEFAULTS: dict[str, Any] = {
     "datapath": "auto",
     "seed": 1,
     "duration_limit": "60s",
-    "workload": {"hosts": "all", "message": "1MiB", "steps": 10},
+    "workload": {"hosts": "all", "message": "1MiB", "steps": 10, "connections": 1},
+    "stream": {"message": "64KiB", "duration": "5s", "bin": "100ms", "bidirectional": False},
     "events": [],
     "transport_options": {},
     "routing_options": {"convergence_delay": "2s"},
@@ -67,12 +72,47 @@ DEFAULTS: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class Workload:
+    """One workload of a run. A collective runs ``steps`` steps separated by a barrier; a ``stream`` keeps
+    transfers of ``message_bytes`` going between its ``pairs`` for ``duration_s`` and measures throughput in
+    bins of ``bin_s``. Workloads of one run go at the same time, each on QPs of its own."""
+
     pattern: str
     hosts: tuple[str, ...]
     message_bytes: int
     steps: int
     receiver: str | None = None
     senders: tuple[str, ...] = ()
+    connections: int = 1  # QPs per ordered pair; a collective's transfer is split evenly over them
+    name: str = ""
+    pairs: tuple[tuple[str, str], ...] = ()  # stream: (src, dst), both directions when bidirectional
+    bidirectional: bool = False
+    duration_s: float = 0.0
+    bin_s: float = 0.1
+    expect: dict = field(default_factory=dict, hash=False)
+
+    @property
+    def stream(self) -> bool:
+        return self.pattern == STREAM
+
+    @property
+    def flows(self) -> tuple[tuple[str, str], ...]:
+        """A stream's (src, dst) flows: its pairs, and their reverses when bidirectional."""
+        return self.pairs + (tuple((b, a) for a, b in self.pairs) if self.bidirectional else ())
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "pattern": self.pattern}
+        if self.stream:  # its hosts are its pairs'
+            out.update(pairs=[list(p) for p in self.pairs], bidirectional=self.bidirectional,
+                       message=format_size(self.message_bytes), duration=f"{self.duration_s:g}s",
+                       bin=f"{self.bin_s * 1000:g}ms")
+        else:
+            out.update(hosts=list(self.hosts), message=format_size(self.message_bytes), steps=self.steps)
+        if self.pattern == "incast":
+            out.update(receiver=self.receiver, senders=list(self.senders))
+        out["connections"] = self.connections
+        if self.expect:
+            out["expect"] = dict(self.expect)
+        return out
 
 
 @dataclass(frozen=True)
@@ -134,7 +174,7 @@ class Scenario:
     routing: str
     seed: int
     duration_limit_s: float
-    workload: Workload
+    workloads: tuple[Workload, ...]
     events: tuple[Event, ...]
     transport_options: dict = field(default_factory=dict, hash=False)
     convergence_delay_s: float = 2.0
@@ -143,15 +183,23 @@ class Scenario:
     capture: Capture = Capture()
     source: str = field(default="", compare=False)
 
+    @property
+    def workload(self) -> Workload:
+        """The first workload: the one whose steps ``at_step`` counts (or the only one)."""
+        return self.workloads[0]
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Every host a workload uses, in the fabric's order."""
+        used = {h for w in self.workloads for h in w.hosts}
+        return tuple(h for h in self.topology.host_names if h in used)
+
     def to_dict(self) -> dict[str, Any]:
-        w = self.workload
-        workload: dict[str, Any] = {"pattern": w.pattern, "hosts": list(w.hosts),
-                                    "message": format_size(w.message_bytes), "steps": w.steps}
-        if w.pattern == "incast":
-            workload.update(receiver=w.receiver, senders=list(w.senders))
+        workloads = [w.to_dict() for w in self.workloads]
         return {"name": self.name, "description": self.description, "topology": self.topology.to_dict(),
                 "transport": self.transport, "routing": self.routing, "datapath": self.datapath, "seed": self.seed,
-                "duration_limit": f"{self.duration_limit_s:g}s", "workload": workload,
+                "duration_limit": f"{self.duration_limit_s:g}s",
+                **({"workload": workloads[0]} if len(workloads) == 1 else {"workloads": workloads}),
                 "events": [e.to_dict() for e in self.events],
                 "transport_options": dict(self.transport_options),
                 "routing_options": {"convergence_delay": f"{self.convergence_delay_s:g}s"},
@@ -239,28 +287,120 @@ def _hosts(r: Reader, name: str, topo: Topology, default: Any) -> tuple[str, ...
     return tuple(value)
 
 
-def _workload(r: Reader, topo: Topology) -> Workload:
-    w = r.sub("workload")
+def _workloads(r: Reader, topo: Topology, seed: int) -> tuple[Workload, ...]:
+    """`workload:` (one) or `workloads:` (a list that runs at the same time); names are unique."""
+    if r.has("workload") and r.has("workloads"):
+        r.fail("workloads", "give one of `workload` (a mapping) and `workloads` (a list of them), not both")
+    if not r.has("workloads"):
+        return (_workload(r.sub("workload"), topo, seed, "workload"),)
+    items = r.raw("workloads")
+    r.seen.add("workloads")
+    if not isinstance(items, list) or not items:
+        r.fail("workloads", "expected a non-empty list of workloads")
+    out: list[Workload] = []
+    for i, item in enumerate(items):
+        w = _workload(Reader(item, r.source, f"workloads[{i}]."), topo, seed, f"workloads[{i}]")
+        if any(o.name == w.name for o in out):
+            r.fail(f"workloads[{i}].name", f"{short(w.name)} names an earlier workload too: give each a name")
+        out.append(w)
+    if sum(w.connections for w in out) > MAX_CONNECTIONS:
+        r.fail("workloads", f"more than {MAX_CONNECTIONS} connections per pair over all workloads")
+    return tuple(out)
+
+
+def _workload(w: Reader, topo: Topology, seed: int, where: str) -> Workload:
     d = DEFAULTS["workload"]
     pattern = w.choice("pattern", PATTERNS)
+    name = w.get("name", text, pattern if where == "workload" else f"{pattern}-{where[len('workloads['):-1]}")
+    if not NAME.fullmatch(name):
+        w.fail(w.key("name"), f"{short(name)} must be 1 to 64 of A-Z a-z 0-9 . _ -")
+    connections = w.get("connections", integer(1, MAX_CONNECTIONS), d["connections"])
+    expect = _workload_expect(w.sub("expect"))
+    if pattern == STREAM:
+        return _stream(w, topo, seed, name=name, connections=connections, expect=expect)
     hosts = _hosts(w, "hosts", topo, d["hosts"])
     message = w.get("message", size_bytes, size_bytes(d["message"]))
-    if not 1 <= message <= 1 << 30:
-        w.fail("workload.message", f"must be between 1 byte and 1GiB, got {message}")
+    if not connections <= message <= 1 << 30:
+        w.fail(w.key("message"), f"must be between {connections} byte(s) (one per connection) and 1GiB, got {message}")
     steps = w.get("steps", integer(1, 100000), d["steps"])
     receiver: str | None = None
     senders: tuple[str, ...] = ()
     if pattern == "incast":
         receiver = w.get("receiver", text, hosts[0])
         if receiver not in hosts:
-            w.fail("workload.receiver", f"{short(receiver)} is not one of the workload's hosts")
+            w.fail(w.key("receiver"), f"{short(receiver)} is not one of the workload's hosts")
         senders = _hosts(w, "senders", topo, [h for h in hosts if h != receiver])
         if receiver in senders:
-            w.fail("workload.senders", "the receiver cannot also be a sender")
+            w.fail(w.key("senders"), "the receiver cannot also be a sender")
     if len(hosts) < 2:
-        w.fail("workload.hosts", "a collective needs at least 2 hosts")
-    w.done(("pattern", "hosts", "message", "steps") + (("receiver", "senders") if pattern == "incast" else ()))
-    return Workload(pattern, hosts, message, steps, receiver, tuple(senders))
+        w.fail(w.key("hosts"), "a collective needs at least 2 hosts")
+    w.done(("name", "pattern", "hosts", "message", "steps", "connections", "expect")
+           + (("receiver", "senders") if pattern == "incast" else ()))
+    return Workload(pattern, hosts, message, steps, receiver, tuple(senders), connections=connections, name=name,
+                    expect=expect)
+
+
+def _stream(w: Reader, topo: Topology, seed: int, *, name: str, connections: int, expect: dict) -> Workload:
+    """A stream's pairs are listed, or made from `hosts` by a seeded derangement (a permutation's first step)."""
+    d = DEFAULTS["stream"]
+    if w.has("pairs") and w.has("hosts"):
+        w.fail(w.key("pairs"), "give `pairs` or `hosts` (paired by a seeded permutation), not both")
+    if w.has("pairs"):
+        pairs = _pairs(w, topo)
+    else:
+        hosts = _hosts(w, "hosts", topo, DEFAULTS["workload"]["hosts"])
+        if len(hosts) < 2:
+            w.fail(w.key("hosts"), "a stream needs at least 2 hosts")
+        rng = random.Random(f"{seed}:0")
+        while True:
+            order = list(hosts)
+            rng.shuffle(order)
+            if all(a != b for a, b in zip(hosts, order, strict=True)):
+                break
+        pairs = tuple(zip(hosts, order, strict=True))
+    message = w.get("message", size_bytes, size_bytes(d["message"]))
+    if not 1 <= message <= 64 << 20:
+        w.fail(w.key("message"), f"must be between 1 byte and 64MiB (one transfer of the stream), got {message}")
+    duration = w.get("duration", seconds, seconds(d["duration"]))
+    if not 0 < duration <= 3600:
+        w.fail(w.key("duration"), f"must be more than 0s and at most 3600s, got {duration:g}s")
+    bin_s = w.get("bin", seconds, seconds(d["bin"]))
+    if not 0.001 <= bin_s <= duration:
+        w.fail(w.key("bin"), f"must be at least 1ms and at most the duration, got {bin_s:g}s")
+    bidirectional = w.get("bidirectional", boolean, d["bidirectional"])
+    w.done(("name", "pattern", "pairs", "hosts", "message", "duration", "bin", "bidirectional", "connections",
+            "expect"))
+    used = {h for p in pairs for h in p}
+    hosts = tuple(h for h in topo.host_names if h in used)
+    return Workload(STREAM, hosts, message, 0, connections=connections, name=name, pairs=pairs,
+                    bidirectional=bidirectional, duration_s=duration, bin_s=bin_s, expect=expect)
+
+
+def _pairs(w: Reader, topo: Topology) -> tuple[tuple[str, str], ...]:
+    value = w.raw("pairs")
+    if not isinstance(value, list) or not value:
+        w.fail(w.key("pairs"), "expected a non-empty list of [src, dst] host pairs")
+    pairs = []
+    for pair in value:
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(h, str) for h in pair)):
+            w.fail(w.key("pairs"), f"expected [src, dst] host names, got {short(pair)}")
+        for host in pair:
+            if not topo.has_host(host):
+                w.fail(w.key("pairs"), f"unknown host {short(host)}; this fabric has h0..h{topo.hosts - 1}")
+        if pair[0] == pair[1]:
+            w.fail(w.key("pairs"), f"{pair[0]} cannot stream to itself")
+        pairs.append((pair[0], pair[1]))
+    if len(set(pairs)) != len(pairs):
+        w.fail(w.key("pairs"), "lists a pair twice")
+    return tuple(pairs)
+
+
+def _workload_expect(e: Reader) -> dict[str, Any]:
+    """Expectations read on one workload alone (`expect:` inside it)."""
+    checks = {"failed_messages": integer(0), "min_goodput_bps": rate_bps, "min_bin_fraction": number(0.0, 1.0)}
+    out = {key: e.get(key, convert, None) for key, convert in checks.items()}
+    e.done(WORKLOAD_EXPECTATIONS)
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _event(r: Reader, topo: Topology, steps: int, limit_s: float) -> Event:
@@ -276,6 +416,8 @@ def _event(r: Reader, topo: Topology, steps: int, limit_s: float) -> Event:
     at_step = r.get("at_step", integer(0), None)
     if at_s is not None and at_s >= limit_s:
         r.fail(r.key("at"), f"{at_s:g}s is past the run's duration_limit ({limit_s:g}s)")
+    if at_step is not None and not steps:
+        r.fail(r.key("at_step"), "the first workload is a stream, which has no steps: place the event with `at`")
     if at_step is not None and at_step >= steps:
         r.fail(r.key("at_step"), f"step {at_step} is past the workload's last step ({steps - 1})")
     loss_probability, link_rate, period, until = _action_parameters(r, action, at_s, limit_s)
@@ -320,11 +462,12 @@ def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scen
     transport = r.choice("transport", tuple(transports.TRANSPORTS), DEFAULTS["transport"])
     routing = r.choice("routing", tuple(routing_mod.ROUTINGS), DEFAULTS["routing"])
     datapath = r.choice("datapath", DATAPATHS, DEFAULTS["datapath"])
-    seed = r.get("seed", integer(0, MAX_SEED), DEFAULTS["seed"])
     limit = r.get("duration_limit", seconds, seconds(DEFAULTS["duration_limit"]))
     if limit <= 0:
         r.fail("duration_limit", "must be more than 0s")
-    workload = _workload(r, topo)
+    seed = r.get("seed", integer(0, MAX_SEED), DEFAULTS["seed"])
+    workloads = _workloads(r, topo, seed)
+    workload = workloads[0]
     raw_events = r.raw("events", [])
     if not isinstance(raw_events, list):
         r.fail("events", "expected a list of events")
@@ -338,8 +481,8 @@ def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scen
     expect = _expect(r.sub("expect"))
     capture = _capture(r, topo)
     r.done(("name", "description", "topology", "transport", "routing", "datapath", "seed", "duration_limit",
-            "workload", "events", "transport_options", "routing_options", "expect", "capture"))
-    return Scenario(name, description, topo, transport, routing, seed, limit, workload, events,
+            "workload", "workloads", "events", "transport_options", "routing_options", "expect", "capture"))
+    return Scenario(name, description, topo, transport, routing, seed, limit, workloads, events,
                     dict(options), delay, expect, datapath=datapath, capture=capture, source=source)
 
 

@@ -82,8 +82,12 @@ class Connection:
         self._tx.on_timer(now)
 
     def datagrams_to_send(self, now: float) -> list[tuple[int, bytes | bytearray]]:
-        """Answers first (SACK, NACK, probe replies), then due probes, retransmissions and new data."""
+        """Answers first (SACK, NACK, probe replies), then due probes, retransmissions and new data. An answer
+        due on a plane whose NIC is down (at either end) goes on a plane that is up."""
         out = self._rx.take(now)
+        if out and self._evs.planes_down:
+            reply_ev = self._evs.reply_ev
+            out = [(reply_ev(ev), d) for ev, d in out]
         self._tx.emit(now, out)
         return out
 

@@ -375,6 +375,15 @@ class EvSet:
         """The planes whose NIC is down now (a bitmap, this host's and the far end's together)."""
         self.planes_down = planes
 
+    def reply_ev(self, ev: int) -> int:
+        """The EV to answer a packet that came on ``ev``: itself, unless its plane's NIC is down at either end;
+        then the first EV of a plane that is up (``ev`` when none is)."""
+        down = self.planes_down
+        e = self._by_ev.get(ev)
+        if not down or e is None or not down >> e.plane & 1:
+            return ev
+        return next((s.ev for s in self.slots if not down >> s.plane & 1), ev)
+
     # -- the operator --------------------------------------------------------------------------------
 
     def deny(self, ev: int, now: float) -> None:

@@ -61,7 +61,8 @@ def test_ev_sets_that_are_multiples_of_the_path_count_cover_every_path_equally(p
     assert len(counts) == p.paths_per_pair and set(counts.values()) == {rounds}
 
 
-@given(src=st.integers(0, a.MAX_HOSTS - 1), dst=st.integers(0, a.MAX_HOSTS - 1))
-def test_a_conn_id_names_its_two_hosts(src, dst):
-    conn = a.conn_id(src, dst)
-    assert a.conn_hosts(conn) == (src, dst) and 0 <= conn < 1 << 32
+@given(src=st.integers(0, a.MAX_HOSTS - 1), dst=st.integers(0, a.MAX_HOSTS - 1),
+       qp=st.integers(0, a.MAX_CONNECTIONS - 1))
+def test_a_conn_id_names_its_two_hosts_and_its_qp(src, dst, qp):
+    conn = a.conn_id(src, dst, qp)
+    assert a.conn_hosts(conn) == (src, dst) and a.conn_qp(conn) == qp and 0 <= conn < 1 << 32

@@ -123,6 +123,21 @@ def test_far_end_nic_down_reaches_the_sender_in_the_next_sack_and_both_undo():
     assert not a.conn.failed and a.conn.counters.paths_retired == 0
 
 
+def test_answers_never_go_to_a_plane_whose_nic_is_down():
+    """The receiver's own NIC on plane 1 is down: the SACKs of what arrived just before on plane 1 leave on
+    another plane (a SACK sent into the dead NIC would be lost, and its data resent for nothing)."""
+    plan, links, net, a, b = nic_lab()
+    a.conn.send_message(1, bytes(8 * a.conn.config.mss))
+    data = a.conn.datagrams_to_send(0.0)
+    on_plane1 = [(ev, d) for ev, d in data if plan.ev_path(ev)[0] == 1]
+    assert on_plane1
+    b.conn.set_nic_down(0b10, 0.001)
+    for _, d in on_plane1:
+        b.conn.receive(d, None, 0.001)
+    answers = b.conn.datagrams_to_send(0.001)
+    assert answers and all(plan.ev_path(ev)[0] != 1 for ev, _ in answers)
+
+
 def test_trims_never_exhaust_retries_but_losses_do():
     """Four single-path senders into one receiver behind a small queue: every packet is trimmed again and again.
     A trim is congestion, so even max_retransmits 1 fails nothing; a blackholed path does fail."""
