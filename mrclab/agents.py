@@ -25,7 +25,7 @@ from .addressing import Plan
 from .errors import MrclabError
 from .routing import DEFAULT as ROUTING_DEFAULT
 from .runstate import RunState
-from .spec import Scenario
+from .spec import Scenario, Workload
 from .transport.config import TransportConfig
 from .transports import DEFAULT as TRANSPORT_DEFAULT
 from .transports import TRANSPORTS
@@ -37,12 +37,13 @@ class AgentError(MrclabError):
 
 def command(host: int, plan: Plan, *, control: str, log: str, transport: str = TRANSPORT_DEFAULT,
             routing: str = ROUTING_DEFAULT, mtu: int = 9000, options: dict | None = None, seed: int = 1,
-            python: str = sys.executable) -> list[str]:
+            qp_options: list | None = None, python: str = sys.executable) -> list[str]:
     """The agent's command line (``python -m mrclab.agent``, whose options are documented there)."""
     return [python, "-m", "mrclab.agent", "--host", str(host), "--planes", str(plan.planes),
             "--leaves", str(plan.leaves), "--spines", str(plan.spines), "--hosts-per-leaf", str(plan.hosts_per_leaf),
             "--mtu", str(mtu), "--control", control, "--log", log, "--transport", transport,
-            "--options", json.dumps(options or {}), "--routing", routing, "--seed", str(seed)]
+            "--options", json.dumps(options or {}), "--routing", routing, "--seed", str(seed)] + (
+            ["--qp-options", json.dumps(qp_options)] if qp_options else [])
 
 
 @dataclass
@@ -66,15 +67,27 @@ class AgentControl:
         return request_id
 
 
-def effective_options(scenario: Scenario) -> dict:
+def effective_options(scenario: Scenario, workload: Workload | None = None) -> dict:
     """The scenario's transport options over the defaults that follow from its links, with what the transport's
-    row fixes (MRC transports only)."""
-    row = TRANSPORTS[scenario.transport]
+    row fixes (MRC transports only); with a workload, its own transport and options over the scenario's."""
+    row = TRANSPORTS[workload.transport if workload is not None and workload.transport else scenario.transport]
     if not row.mrc:
         return dict(scenario.transport_options)
     topo = scenario.topology
+    own = workload.transport_options if workload is not None else {}
     return {**TransportConfig.link_defaults(topo.host_rate_bps, topo.mtu, topo.planes), **scenario.transport_options,
-            **row.options}
+            **own, **row.options, "single_path": row.single_path}
+
+
+def qp_options(scenario: Scenario) -> list[list]:
+    """[first QP, QP past the last, options] of each workload that runs the MRC protocol: what an agent builds the
+    connections of those QPs from."""
+    out, base = [], 0
+    for w in scenario.workloads:
+        if TRANSPORTS[w.transport or scenario.transport].mrc:
+            out.append([base, base + w.connections, effective_options(scenario, w)])
+        base += w.connections
+    return out
 
 
 class Agents:
@@ -97,7 +110,7 @@ class Agents:
             sock_path = sock_dir / f"{name}.sock"
             argv = command(index, topo.plan, control=str(sock_path), log=str(log_dir / f"agent-{name}.jsonl"),
                            transport=scenario.transport, routing=scenario.routing, mtu=topo.mtu,
-                           options=effective_options(scenario), seed=scenario.seed)
+                           options=effective_options(scenario), seed=scenario.seed, qp_options=qp_options(scenario))
             with open(log_dir / f"agent-{name}.stderr", "wb") as stderr:
                 proc = host.popen(argv, stdin=subprocess.DEVNULL, stdout=stderr, stderr=subprocess.STDOUT,
                                   cwd=str(log_dir), preexec_fn=lifeline.die_with_parent())

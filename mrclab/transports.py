@@ -28,6 +28,10 @@ class Transport:
     options: MappingProxyType[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     """Transport options the row sets (a scenario's ``transport_options`` may not override them)."""
 
+    def shares_datapath(self, other: Transport) -> bool:
+        """Whether workloads of both can run in one run: an agent drives one datapath, on one port."""
+        return self.mrc and other.mrc and self.port == other.port or self.name == other.name
+
 
 TRANSPORTS = {
     "mrc": Transport("mrc", "MRC over every path", mrc=True, single_path=False),

@@ -54,6 +54,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--transport", choices=tuple(TRANSPORTS), default=TRANSPORT_DEFAULT)
     parser.add_argument("--routing", choices=tuple(ROUTINGS), default=ROUTING_DEFAULT)
     parser.add_argument("--options", default="{}", help="transport options as a JSON object")
+    parser.add_argument("--qp-options", default="[]",
+                        help="JSON list of [first QP, QP past the last, options]: connections of those QPs use them")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     try:
@@ -70,6 +72,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         raise BadArguments(f"--options is not JSON: {err}") from None
     if not isinstance(args.options, dict):
         raise BadArguments("--options must be a JSON object")
+    try:
+        args.qp_options = json.loads(args.qp_options)
+    except ValueError as err:
+        raise BadArguments(f"--qp-options is not JSON: {err}") from None
+    if not isinstance(args.qp_options, list) or not all(
+            isinstance(r, list) and len(r) == 3 and type(r[0]) is int and type(r[1]) is int and isinstance(r[2], dict)
+            for r in args.qp_options):
+        raise BadArguments("--qp-options must be a JSON list of [first QP, QP past the last, {options}]")
     return args
 
 
@@ -83,9 +93,12 @@ def build_datapath(args: argparse.Namespace, payloads: Payloads, emit):
         return TcpDatapath.open(args.plan, args.host, payloads, emit, seg6_routes=not ecmp)
     from .mrc import MrcDatapath, configure, open_entropy_sockets, open_sockets
     config = configure(args.options, args.mtu, single_path=transport.single_path)
+    qp_configs = [(first, end, configure(options, args.mtu, single_path=False)) for first, end, options in
+                  args.qp_options]
     planes, wildcard = open_sockets(args.plan, args.host, transport.port)
     entropy = open_entropy_sockets(args.plan, args.host) if ecmp else None
-    return MrcDatapath(planes, wildcard, args.plan, args.host, config, payloads, emit, entropy, port=transport.port)
+    return MrcDatapath(planes, wildcard, args.plan, args.host, config, payloads, emit, entropy, port=transport.port,
+                       qp_configs=qp_configs)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,9 +43,9 @@ import heapq
 import socket
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from ..addressing import HOST_BASE, Plan, decode
+from ..addressing import HOST_BASE, Plan, conn_qp, decode
 from ..transport import (
     Connection,
     EvState,
@@ -138,9 +138,11 @@ class MrcDatapath(Attached):
 
     def __init__(self, plane_sockets: list[socket.socket], wildcard: socket.socket | None, plan: Plan, host: int,
                  config: TransportConfig, payloads: Payloads, emit: Emit,
-                 entropy: list[list[socket.socket]] | None = None, port: int = MRC_UDP_PORT) -> None:
+                 entropy: list[list[socket.socket]] | None = None, port: int = MRC_UDP_PORT,
+                 qp_configs: Sequence[tuple[int, int, TransportConfig]] = ()) -> None:
         self._planes = plane_sockets
         self._port = port
+        self._qp_configs = list(qp_configs)  # (first QP, QP past the last, config): a workload's own
         self._entropy = entropy
         self._plane_senders = [[sock] for sock in plane_sockets] if entropy is None else entropy
         senders = [sock for plane in self._plane_senders for sock in plane]
@@ -153,7 +155,8 @@ class MrcDatapath(Attached):
         self._payloads = payloads
         self._emit = emit
         paths = plan.paths_per_pair
-        self._ev_pool = list(range(-(-config.ev_count // paths) * paths))  # every path equally often
+        most = max([config.ev_count] + [c.ev_count for _, _, c in qp_configs])
+        self._ev_pool = list(range(-(-most // paths) * paths))  # every path equally often
         self._peers: dict[tuple[int, int], _Peer] = {}
         self._sources: dict[str, int] = {}  # source address -> peer host, -1 for a stranger
         self._dirty: list[_Peer] = []
@@ -180,8 +183,9 @@ class MrcDatapath(Attached):
     def post(self, conn_id: int, peer: int, msg: int, size: int) -> None:
         """Start sending message ``msg`` of ``size`` bytes to ``peer`` on connection ``conn_id``."""
         self._plan.check_peer(self._host, peer)
-        if size > self._config.max_message:
-            raise ValueError(f"message of {size} bytes exceeds max_message {self._config.max_message}")
+        limit = self._config_of(conn_id).max_message
+        if size > limit:
+            raise ValueError(f"message of {size} bytes exceeds max_message {limit}")
         p = self._peer_of(peer, conn_id)
         p.conn.send_message(msg, self._payloads.message(self._host, peer, msg, size))
         p.sending = True
@@ -433,7 +437,8 @@ class MrcDatapath(Attached):
         single-path connection (QP) has one NIC: it splits that NIC's rate with the others on its plane. NICs
         that are down carry nothing, so sprayed connections share the rate of those left."""
         planes = self._plan.planes
-        if not self._config.single_path:
+        sprayed = [p for p in self._busy if not p.conn.config.single_path]
+        if sprayed:
             up = planes - bin(self._nic_down & ((1 << planes) - 1)).count("1")
             share = max(up, 1) / planes / max(1, len(self._busy))
             for p in self._busy:
@@ -534,19 +539,26 @@ class MrcDatapath(Attached):
         key = (peer, conn_id)
         p = self._peers.get(key)
         if p is None:
-            evs = self._evs_for(peer, conn_id)
-            conn = Connection(conn_id, evs, self._plane_of, config=self._config, ev_path=self.ev_path)
+            config = self._config_of(conn_id)
+            evs = self._evs_for(peer, conn_id, config)
+            conn = Connection(conn_id, evs, self._plane_of, config=config, ev_path=self.ev_path)
             if self._nic_down:
                 conn.set_nic_down(self._nic_down, time.monotonic())
             p = self._peers[key] = _Peer(peer, conn, evs)
         return p
 
-    def _evs_for(self, peer: int, conn_id: int) -> list[int]:
-        """Every EV of the pool; in single-path mode the one a flow hash of (src, dst, conn) picks."""
+    def _config_of(self, conn_id: int) -> TransportConfig:
+        """The configuration of a connection: its workload's (by its QP index), else the agent's."""
+        qp = conn_qp(conn_id)
+        return next((config for first, end, config in self._qp_configs if first <= qp < end), self._config)
+
+    def _evs_for(self, peer: int, conn_id: int, config: TransportConfig) -> list[int]:
+        """The pool's first ``ev_count + ev_spares`` EVs; in single-path mode the one a flow hash of (src, dst, conn)
+        picks."""
         pool = self._ev_pool
-        if self._config.single_path:
+        if config.single_path:
             return [pool[flow_hash(self._host, peer, conn_id) % len(pool)]]
-        return pool
+        return pool[:config.ev_count + config.ev_spares]
 
     def _plane_of(self, ev: int) -> int:
         return self._plan.ev_path(ev)[0]

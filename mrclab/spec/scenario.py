@@ -44,6 +44,7 @@ STREAM = "stream"
 PATTERNS = ("ring-allreduce", "all-to-all", "incast", "permutation", STREAM)
 MAX_CONNECTIONS = 64  # QPs per pair (the paper scales RoCE to 16)
 WORKLOAD_EXPECTATIONS = ("failed_messages", "min_goodput_bps", "min_bin_fraction")
+WORKLOAD_KEYS = ("name", "pattern", "connections", "expect", "transport", "transport_options")
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")  # a scenario name becomes a directory name
 MAX_SEED = (1 << 63) - 1
 MIN_RATE_BPS = 1000
@@ -89,6 +90,8 @@ class Workload:
     duration_s: float = 0.0
     bin_s: float = 0.1
     expect: dict = field(default_factory=dict, hash=False)
+    transport: str = ""  # "": the scenario's
+    transport_options: dict = field(default_factory=dict, hash=False)  # over the scenario's
 
     @property
     def stream(self) -> bool:
@@ -110,8 +113,12 @@ class Workload:
         if self.pattern == "incast":
             out.update(receiver=self.receiver, senders=list(self.senders))
         out["connections"] = self.connections
+        if self.transport:
+            out["transport"] = self.transport
+        if self.transport_options:
+            out["transport_options"] = dict(self.transport_options)
         if self.expect:
-            out["expect"] = dict(self.expect)
+            out["expect"] = {k: format_rate(v) if k == "min_goodput_bps" else v for k, v in self.expect.items()}
         return out
 
 
@@ -287,19 +294,19 @@ def _hosts(r: Reader, name: str, topo: Topology, default: Any) -> tuple[str, ...
     return tuple(value)
 
 
-def _workloads(r: Reader, topo: Topology, seed: int) -> tuple[Workload, ...]:
+def _workloads(r: Reader, topo: Topology, seed: int, transport: str) -> tuple[Workload, ...]:
     """`workload:` (one) or `workloads:` (a list that runs at the same time); names are unique."""
     if r.has("workload") and r.has("workloads"):
         r.fail("workloads", "give one of `workload` (a mapping) and `workloads` (a list of them), not both")
     if not r.has("workloads"):
-        return (_workload(r.sub("workload"), topo, seed, "workload"),)
+        return (_workload(r.sub("workload"), topo, seed, "workload", transport),)
     items = r.raw("workloads")
     r.seen.add("workloads")
     if not isinstance(items, list) or not items:
         r.fail("workloads", "expected a non-empty list of workloads")
     out: list[Workload] = []
     for i, item in enumerate(items):
-        w = _workload(Reader(item, r.source, f"workloads[{i}]."), topo, seed, f"workloads[{i}]")
+        w = _workload(Reader(item, r.source, f"workloads[{i}]."), topo, seed, f"workloads[{i}]", transport)
         if any(o.name == w.name for o in out):
             r.fail(f"workloads[{i}].name", f"{short(w.name)} names an earlier workload too: give each a name")
         out.append(w)
@@ -308,7 +315,7 @@ def _workloads(r: Reader, topo: Topology, seed: int) -> tuple[Workload, ...]:
     return tuple(out)
 
 
-def _workload(w: Reader, topo: Topology, seed: int, where: str) -> Workload:
+def _workload(w: Reader, topo: Topology, seed: int, where: str, default_transport: str) -> Workload:
     d = DEFAULTS["workload"]
     pattern = w.choice("pattern", PATTERNS)
     name = w.get("name", text, pattern if where == "workload" else f"{pattern}-{where[len('workloads['):-1]}")
@@ -316,8 +323,16 @@ def _workload(w: Reader, topo: Topology, seed: int, where: str) -> Workload:
         w.fail(w.key("name"), f"{short(name)} must be 1 to 64 of A-Z a-z 0-9 . _ -")
     connections = w.get("connections", integer(1, MAX_CONNECTIONS), d["connections"])
     expect = _workload_expect(w.sub("expect"))
+    transport = w.choice("transport", tuple(transports.TRANSPORTS), "")
+    own = transports.TRANSPORTS[transport or default_transport]
+    if transport and not own.shares_datapath(transports.TRANSPORTS[default_transport]):
+        w.fail(w.key("transport"), f"{transport} cannot run beside the scenario's {default_transport}: a run's "
+               "workloads share one agent datapath (mrc and single-path mix; roce and tcp run alone)")
+    options = _transport_options(w, transport or default_transport, topo) if w.has("transport_options") else {}
+    common = {"name": name, "connections": connections, "expect": expect, "transport": transport,
+              "transport_options": options}
     if pattern == STREAM:
-        return _stream(w, topo, seed, name=name, connections=connections, expect=expect)
+        return _stream(w, topo, seed, **common)
     hosts = _hosts(w, "hosts", topo, d["hosts"])
     message = w.get("message", size_bytes, size_bytes(d["message"]))
     if not connections <= message <= 1 << 30:
@@ -334,13 +349,11 @@ def _workload(w: Reader, topo: Topology, seed: int, where: str) -> Workload:
             w.fail(w.key("senders"), "the receiver cannot also be a sender")
     if len(hosts) < 2:
         w.fail(w.key("hosts"), "a collective needs at least 2 hosts")
-    w.done(("name", "pattern", "hosts", "message", "steps", "connections", "expect")
-           + (("receiver", "senders") if pattern == "incast" else ()))
-    return Workload(pattern, hosts, message, steps, receiver, tuple(senders), connections=connections, name=name,
-                    expect=expect)
+    w.done(WORKLOAD_KEYS + ("hosts", "message", "steps") + (("receiver", "senders") if pattern == "incast" else ()))
+    return Workload(pattern, hosts, message, steps, receiver, tuple(senders), **common)
 
 
-def _stream(w: Reader, topo: Topology, seed: int, *, name: str, connections: int, expect: dict) -> Workload:
+def _stream(w: Reader, topo: Topology, seed: int, **common: Any) -> Workload:
     """A stream's pairs are listed, or made from `hosts` by a seeded derangement (a permutation's first step)."""
     d = DEFAULTS["stream"]
     if w.has("pairs") and w.has("hosts"):
@@ -368,12 +381,11 @@ def _stream(w: Reader, topo: Topology, seed: int, *, name: str, connections: int
     if not 0.001 <= bin_s <= duration:
         w.fail(w.key("bin"), f"must be at least 1ms and at most the duration, got {bin_s:g}s")
     bidirectional = w.get("bidirectional", boolean, d["bidirectional"])
-    w.done(("name", "pattern", "pairs", "hosts", "message", "duration", "bin", "bidirectional", "connections",
-            "expect"))
+    w.done(WORKLOAD_KEYS + ("pairs", "hosts", "message", "duration", "bin", "bidirectional"))
     used = {h for p in pairs for h in p}
     hosts = tuple(h for h in topo.host_names if h in used)
-    return Workload(STREAM, hosts, message, 0, connections=connections, name=name, pairs=pairs,
-                    bidirectional=bidirectional, duration_s=duration, bin_s=bin_s, expect=expect)
+    return Workload(STREAM, hosts, message, 0, pairs=pairs, bidirectional=bidirectional, duration_s=duration,
+                    bin_s=bin_s, **common)
 
 
 def _pairs(w: Reader, topo: Topology) -> tuple[tuple[str, str], ...]:
@@ -459,14 +471,14 @@ def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scen
                        " it names the results directory")
     description = r.get("description", text_or_empty, DEFAULTS["description"])
     topo = _topology(r, source)
-    transport = r.choice("transport", tuple(transports.TRANSPORTS), DEFAULTS["transport"])
     routing = r.choice("routing", tuple(routing_mod.ROUTINGS), DEFAULTS["routing"])
     datapath = r.choice("datapath", DATAPATHS, DEFAULTS["datapath"])
     limit = r.get("duration_limit", seconds, seconds(DEFAULTS["duration_limit"]))
     if limit <= 0:
         r.fail("duration_limit", "must be more than 0s")
     seed = r.get("seed", integer(0, MAX_SEED), DEFAULTS["seed"])
-    workloads = _workloads(r, topo, seed)
+    transport = r.choice("transport", tuple(transports.TRANSPORTS), DEFAULTS["transport"])
+    workloads = _workloads(r, topo, seed, transport)
     workload = workloads[0]
     raw_events = r.raw("events", [])
     if not isinstance(raw_events, list):
@@ -510,23 +522,23 @@ def flap_actions(event: Event) -> int:
 
 def _transport_options(r: Reader, transport: str, topo: Topology) -> dict[str, Any]:
     """The options with their units resolved (seconds, bytes), checked as the agents will use them."""
+    key = r.key("transport_options")
     options = r.raw("transport_options", {}) or {}
     if not isinstance(options, dict):
-        r.fail("transport_options", "expected a mapping of transport knobs")
+        r.fail(key, "expected a mapping of transport knobs")
     row = transports.TRANSPORTS[transport]
     if not row.mrc:
         if options:
-            r.fail("transport_options",
-                   f"transport {transport} takes no options, got {short(sorted(map(str, options)))}")
+            r.fail(key, f"transport {transport} takes no options, got {short(sorted(map(str, options)))}")
         return {}
     fixed = sorted(set(map(str, options)) & set(row.options))
     if fixed:
-        r.fail("transport_options", f"transport {transport} fixes {', '.join(fixed)}: choose another transport instead")
+        r.fail(key, f"transport {transport} fixes {', '.join(fixed)}: choose another transport instead")
     try:
         parsed = validate_options({**row.options, **{str(k): v for k, v in options.items()}}, mtu=topo.mtu,
                                   link_rate_bps=topo.host_rate_bps, planes=topo.planes)
     except ValueError as exc:
-        r.fail("transport_options", str(exc))
+        r.fail(key, str(exc))
     return {k: v for k, v in parsed.items() if k not in row.options}
 
 

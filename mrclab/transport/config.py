@@ -23,6 +23,10 @@ class TransportConfig:
     :func:`mss_for_mtu` (MTU - 96: the IPv6, UDP and MRC headers)."""
     ev_count: int = 64
     """Active EVs per connection, spread evenly over planes; EVs given beyond this wait in reserve."""
+    ev_spares: int = 1 << 16
+    """EVs an owner gives a connection beyond ``ev_count``, in reserve to replace retired ones (the agent gives every
+    path of the fabric, up to this many). 0 keeps a connection to its ``ev_count`` EVs, as in an experiment that
+    pins flows to chosen paths."""
     ev_min_active: int = 2
     """Retirement never leaves fewer usable EVs than this (losses then retransmit on the survivors)."""
     probe_interval: float = 0.005
@@ -126,6 +130,7 @@ class TransportConfig:
         checks = (
             ("mss", 1 <= self.mss <= MAX_PAYLOAD, f"between 1 and {MAX_PAYLOAD}"),
             ("ev_count", self.ev_count >= 1, ">= 1"),
+            ("ev_spares", self.ev_spares >= 0, ">= 0"),
             ("ev_min_active", 1 <= self.ev_min_active <= self.ev_count, "between 1 and ev_count"),
             ("probe_interval", self.probe_interval > 0, "> 0"),
             ("probe_interval_max", self.probe_interval_max >= self.probe_interval, ">= probe_interval"),
@@ -209,7 +214,7 @@ def _congestion_controls() -> tuple[str, ...]:
 
 
 UNITS: dict[str, str] = {
-    "mss": "bytes", "ev_count": "count", "ev_min_active": "count", "probe_interval": "s",
+    "mss": "bytes", "ev_count": "count", "ev_spares": "count", "ev_min_active": "count", "probe_interval": "s",
     "probe_interval_max": "s", "probe_successes": "count", "rto_min": "s", "rto_initial": "s", "rto_max": "s",
     "max_retransmits": "count", "reorder_window": "s", "reorder_rttvar": "x", "reorder_window_max": "s",
     "hold_window": "s", "skip_rtts": "x", "sack_every": "count", "sack_delay": "s", "cc": "bool",
