@@ -1,10 +1,10 @@
 """The TCP baseline datapath: the same control protocol and events, messages over kernel TCP.
 
-One TCP connection per (src, dst) pair, opened by the sender on first use from its
-host address on the pair's hashed plane to the peer's (``seg6`` turns those into a
-uSID path; under ECMP routing the switches forward host addresses themselves and hash
-the connection's 5-tuple onto a spine, so no host routes are installed), port
-``TCP_PORT``. Each message travels as a frame header then its bytes::
+One TCP connection per QP (``conn``) of a (src, dst) pair, opened by the sender on first
+use from its host address on the pair's hashed plane to the peer's (``seg6`` turns those
+into one uSID path per pair; under ECMP routing the switches forward host addresses
+themselves and hash each connection's 5-tuple onto a spine, so no host routes are
+installed), port ``TCP_PORT``. Each message travels as a frame header then its bytes::
 
     kind u8 (MSG=1, ACK=2)   3 bytes 0   conn u32   msg u32   length u64   digest u64
 
@@ -61,9 +61,10 @@ def _tcp_info(sock: socket.socket) -> tuple[int, int, int]:
 class _Stream:
     """One TCP connection: a write queue of frames and bytes, a reader of frames."""
 
-    def __init__(self, sock: socket.socket, peer: int, outbound: bool) -> None:
+    def __init__(self, sock: socket.socket, peer: int, outbound: bool, conn: int = -1) -> None:
         self.sock = sock
         self.peer = peer
+        self.conn = conn  # the QP an outbound stream carries
         self.outbound = outbound
         self.connected = not outbound
         self.queue: deque[memoryview] = deque()
@@ -86,7 +87,7 @@ class TcpDatapath(Attached):
         self._host = host
         self._payloads = payloads
         self._emit = emit
-        self._outbound: dict[int, _Stream] = {}
+        self._outbound: dict[int, _Stream] = {}  # conn -> its stream
         self._inbound: set[_Stream] = set()
         self._last_send: dict[int, float] = {}
         self._closed_info = [0, 0]  # retransmissions, data segments of connections already closed
@@ -122,17 +123,17 @@ class TcpDatapath(Attached):
         """Open the stream to ``peer`` now, so its handshake warms the fabric's flows before the clock starts
         (no probes to wait for: 0)."""
         self._plan.check_peer(self._host, peer)
-        if peer not in self._outbound:
-            self._connect(peer)
+        if conn_id not in self._outbound:
+            self._connect(peer, conn_id)
         return 0
 
     def post(self, conn_id: int, peer: int, msg: int, size: int) -> None:
         self._plan.check_peer(self._host, peer)
         if size > MAX_MESSAGE:
             raise ValueError(f"message of {size} bytes exceeds {MAX_MESSAGE}")
-        stream = self._outbound.get(peer)
+        stream = self._outbound.get(conn_id)
         if stream is None:
-            stream = self._connect(peer)
+            stream = self._connect(peer, conn_id)
         if msg in stream.unacked:
             raise ValueError(f"message {msg} to peer {peer} is still in flight")
         data = self._payloads.message(self._host, peer, msg, size)
@@ -177,7 +178,7 @@ class TcpDatapath(Attached):
 
     # -- connections -----------------------------------------------------------------------------------
 
-    def _connect(self, peer: int) -> _Stream:
+    def _connect(self, peer: int, conn_id: int) -> _Stream:
         plane, _ = tcp_path(self._plan, self._host, peer)
         sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
         self._tune(sock)
@@ -186,7 +187,7 @@ class TcpDatapath(Attached):
         if err not in (0, errno.EINPROGRESS):
             sock.close()
             raise OSError(err, f"connect to host {peer}: {errno.errorcode.get(err, err)}")
-        stream = self._outbound[peer] = _Stream(sock, peer, outbound=True)
+        stream = self._outbound[conn_id] = _Stream(sock, peer, outbound=True, conn=conn_id)
         self.counters["connections"] += 1
         self.reactor.add_reader(sock, lambda: self._on_readable(stream))
         self.reactor.add_writer(sock, lambda: self._on_writable(stream))
@@ -229,7 +230,7 @@ class TcpDatapath(Attached):
             self._closed_info[1] += s
         stream.sock.close()
         if stream.outbound:
-            self._outbound.pop(stream.peer, None)
+            self._outbound.pop(stream.conn, None)
         else:
             self._inbound.discard(stream)
         if reason is not None:

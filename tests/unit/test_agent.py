@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mrclab.addressing import HOST_BASE, Plan, decode
+from mrclab.addressing import HOST_BASE, Plan, conn_id, decode
 from mrclab.agent.__main__ import BadArguments, parse_args
 from mrclab.agent.control import ProtocolError, parse_request
 from mrclab.agent.host import Agent
@@ -214,6 +214,25 @@ def test_mrc_datapath_single_path_uses_one_path():
     assert len(dps[0].stats()["last_send"]["3"]) == 1
 
 
+def test_mrc_datapath_builds_each_qp_from_its_workloads_options():
+    """QPs 0-1 spray (the scenario's config); QP 2 is a single-path workload's: one path, on both ends."""
+    wire = Wire(PLAN)
+    events = {0: [], 3: []}
+    sprayed = configure({}, 9000, False)
+    pinned = configure({"single_path": True}, 9000, False)
+    dps = {}
+    for host in (0, 3):
+        socks = wire.sockets[host] = [FakeSocket(wire, host, k) for k in range(PLAN.planes)]
+        dps[host] = MrcDatapath(socks, None, PLAN, host, sprayed, Payloads(11), events[host].append,
+                                qp_configs=[(2, 3, pinned)])
+    dps[0].post(conn_id(0, 3, 2), 3, 1, 300000)
+    run_until(dps, lambda: any(e["event"] == "completed" for e in events[0]))
+    assert len({p for p in wire.paths if p[0] == 0}) == 1
+    dps[0].post(conn_id(0, 3, 1), 3, 2, 300000)
+    run_until(dps, lambda: sum(e["event"] == "completed" for e in events[0]) == 2)
+    assert len({p for p in wire.paths if p[0] == 0}) > 2
+
+
 def test_mrc_datapath_reports_ev_retirement_when_a_path_dies():
     # generous timers: real time runs this in-memory wire, and a busy test machine must not retire other EVs
     wire, dps, events = make_pair({"reorder_window": 0.02, "rto_min": 0.1},
@@ -365,6 +384,9 @@ BASE = ["--host", "1", "--planes", "2", "--leaves", "2", "--spines", "2", "--hos
     (["--options", "[1]"], "JSON object"),
     (["--options", "{"], "not JSON"),
     (["--mtu", "100"], "--mtu"),
+    (["--qp-options", "{}"], "--qp-options must be a JSON list"),
+    (["--qp-options", "[[0, 1]]"], "--qp-options must be a JSON list"),
+    (["--qp-options", "[["], "--qp-options is not JSON"),
 ])
 def test_bad_arguments(change, fragment):
     with pytest.raises(BadArguments) as err:
