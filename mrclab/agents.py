@@ -96,7 +96,9 @@ class Agents:
     def __init__(self):
         self.controls: dict[str, AgentControl] = {}
         self.events: deque = deque()
-        self.samples: dict[int, dict[str, dict]] = {}   # round -> host -> stats reply
+        # round -> {"counters": {name: sum over agents}, "ev_states": {state: sum}, "agents": replies}: summed as the
+        # replies come, so a long run keeps one small row per round, not every agent's whole reply
+        self.samples: dict[int, dict] = {}
         self.marks: dict[str, dict[int, int]] = {}      # counter -> millisecond slot -> count, over all agents
         self.selector = selectors.DefaultSelector()
 
@@ -143,9 +145,18 @@ class Agents:
                 return False
             self.poll(0.02)
 
+    @staticmethod
+    def _add_sample(row: dict, reply: dict) -> None:
+        for part in ("counters", "ev_states"):
+            sums = row[part]
+            for name, n in reply.get(part, {}).items():
+                if isinstance(n, int):
+                    sums[name] = sums.get(name, 0) + n
+        row["agents"] += 1
+
     def sample(self, round_no: int) -> None:
         """Ask every agent for its stats without waiting; replies land in `samples[round_no]`."""
-        self.samples[round_no] = {}
+        self.samples[round_no] = {"counters": {}, "ev_states": {}, "agents": 0}
         for agent in self.controls.values():
             agent.sampling[agent.send("stats")] = round_no
 
@@ -191,7 +202,7 @@ class Agents:
                         for slot, n in bins.items():
                             merged[int(slot)] = merged.get(int(slot), 0) + n
                     if message["id"] in agent.sampling:
-                        self.samples[agent.sampling.pop(message["id"])][agent.host] = message
+                        self._add_sample(self.samples[agent.sampling.pop(message["id"])], message)
                     elif message["id"] in agent.unawaited:
                         conn, msg = agent.unawaited.pop(message["id"])
                         if not message.get("ok"):

@@ -111,6 +111,7 @@ class _Collective(_Driver):
         if self.index == 0:  # at_step counts the first workload's steps
             for action in timeline.step_actions(ex.s.events, self.step, time.monotonic() - o.t0):
                 heapq.heappush(ex.queue, action)
+            ex.fire_due()  # a fault at a step's start comes before its first packet
             ex.progress.step, ex.progress.step_started = self.step, time.monotonic()
         transfers = step_transfers(self.w, self.step, ex.s.seed)
         self.ideal = ideal_step_seconds(transfers, ex.topo)
@@ -189,10 +190,10 @@ class Execution:
         heapq.heapify(self.queue)
         drivers = [DRIVERS[w.stream](self, i, base) for i, (w, base) in enumerate(zip(s.workloads, qp_bases(s),
                                                                                          strict=True))]
-        self._fire_due()
+        self.fire_due()
         for driver in drivers:
             driver.start()
-        self._fire_due()
+        self.fire_due()
         while not all(d.done for d in drivers):
             now = time.monotonic()
             if now >= deadline:
@@ -205,7 +206,7 @@ class Execution:
                 drivers[o.workload_of[key]].advance(key)
             for driver in drivers:
                 driver.advance(None)
-            self._fire_due()
+            self.fire_due()
             self._sample_due()
         o.t_end = time.monotonic()
         self._snapshot_open_cuts()
@@ -257,7 +258,7 @@ class Execution:
         p.failed = len(o.failed)
         return finished
 
-    def _fire_due(self) -> None:
+    def fire_due(self) -> None:
         o = self.outcome
         while self.queue and self.queue[0].t_s <= time.monotonic() - o.t0:
             action = heapq.heappop(self.queue)

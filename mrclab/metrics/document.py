@@ -25,7 +25,7 @@ class Lab:
 
     datapath: tuple[str, str]  # name, and which flavour and why
     stats: dict[str, dict]  # host -> its agent's stats reply
-    samples: dict[int, dict[str, dict]]  # sampling round -> host -> stats reply
+    samples: dict[int, dict]  # sampling round -> counters and EV states summed over agents (Agents.samples)
     marks: dict[str, dict[int, int]]  # counter -> millisecond slot -> count
     links: list[dict]
     controller: dict

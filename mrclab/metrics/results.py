@@ -108,20 +108,16 @@ def link_drops(links: list[dict]) -> dict:
     return {key: sum(link.get(key, 0) for link in links) for key in DROP_KEYS}
 
 
-def series(sample_times: dict[int, float], samples: dict[int, dict[str, dict]]) -> list[dict]:
-    """Counters and EV states summed over agents, one row per complete sampling round."""
+def series(sample_times: dict[int, float], samples: dict[int, dict]) -> list[dict]:
+    """Counters and EV states summed over agents (`Agents.samples`), one row per sampling round any agent
+    answered."""
     rows = []
     for round_no, t in sorted(sample_times.items()):
-        replies = samples.get(round_no, {})
-        if not replies:
+        summed = samples.get(round_no)
+        if not summed or not summed["agents"]:
             continue
-        row = {"t_s": t, **{k: sum(r.get("counters", {}).get(k, 0) for r in replies.values()) for k in PACKET_KEYS}}
-        states: dict[str, int] = {}
-        for r in replies.values():
-            for state, n in r.get("ev_states", {}).items():
-                states[state] = states.get(state, 0) + n
-        row["ev_states"] = states
-        rows.append(row)
+        rows.append({"t_s": t, **{k: summed["counters"].get(k, 0) for k in PACKET_KEYS},
+                     "ev_states": dict(summed["ev_states"])})
     return rows
 
 

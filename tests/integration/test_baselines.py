@@ -20,7 +20,9 @@ from mrclab.spec.scenario import from_mapping
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("lab")]
 
 DELAY_S = 1.0
-LINK, SPINE = "p0l1-p0s0", "p0s0"
+# The switches hash each flow's 5-tuple with a seed of their own (OVS's and each Linux namespace's): the cut
+# link is one that hashed flows of this workload cross on that datapath (the test says so if they stop to).
+CUTS = {"ovs": 0, "linux": 1}  # datapath -> the plane of the cut, on spine 0 towards leaf 1
 
 
 def _run(tmp_path, leftovers, routing: str, transport: str, datapath: str) -> tuple[dict, dict]:
@@ -28,8 +30,8 @@ def _run(tmp_path, leftovers, routing: str, transport: str, datapath: str) -> tu
         "name": f"baseline-{routing}-{transport}", "topology": "clos-2p-2l-2s", "seed": 1,
         "transport": transport, "routing": routing, "datapath": datapath, "duration_limit": "30s",
         "routing_options": {"convergence_delay": f"{DELAY_S}s"},
-        "workload": {"pattern": "all-to-all", "hosts": "all", "message": "256KiB", "steps": 8},
-        "events": [{"at_step": 3, "action": "link_down", "target": LINK}],
+        "workload": {"pattern": "all-to-all", "hosts": "all", "message": "256KiB", "steps": 8, "connections": 2},
+        "events": [{"at_step": 3, "action": "link_down", "target": _cut(datapath)[0]}],
     }, "test_baselines")
     out = tmp_path / f"{routing}-{transport}"
     doc = run_scenario(scenario, out, console=None)
@@ -38,9 +40,16 @@ def _run(tmp_path, leftovers, routing: str, transport: str, datapath: str) -> tu
     return doc, json.loads((out / "controller-stats.json").read_text())
 
 
+def _cut(datapath: str) -> tuple[str, str]:
+    """(the cut link, its spine) on this datapath."""
+    plane = CUTS[datapath]
+    return f"p{plane}l1-p{plane}s0", f"p{plane}s0"
+
+
 def _spine_packets(doc: dict) -> int:
     """Packets the spine sent down the cut link (before the cut: afterwards it is dark)."""
-    return sum(r["tx_packets"] for r in doc["links"] if r["link"] == LINK and r["from"] == SPINE)
+    link, spine = _cut(doc["datapath"])
+    return sum(r["tx_packets"] for r in doc["links"] if r["link"] == link and r["from"] == spine)
 
 
 @pytest.mark.parametrize("datapath", ["ovs", "linux"])
@@ -51,7 +60,8 @@ def test_ecmp_stalls_for_the_convergence_delay_and_mrc_does_not(tmp_path, leftov
     assert ecmp["summary"]["step_time_s"]["p100"] >= DELAY_S
     assert ecmp["controller"]["flow_mods_after_boot"] > 0
     first = stats["reconvergences"][0]
-    assert first["switches"] == ["p0l0", "p0l1"] and first["flow_mods"] > 0
+    plane = CUTS[datapath]
+    assert first["switches"] == [f"p{plane}l0", f"p{plane}l1"] and first["flow_mods"] > 0
     assert DELAY_S <= first["t"] - first["trigger_t"] < DELAY_S + 0.5
     assert ecmp["controller"]["reconvergences"] == stats["reconvergences"]  # results.json carries them
     assert ecmp["summary"]["messages"]["failed"] == 0  # late, not lost: single-path retransmits once rerouted
