@@ -145,15 +145,30 @@ def reach(target: str, identity: str | None, known_hosts: str | None, accept_new
         raise
 
 
+PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+
 def empty_out(path: Path, option: str = "--out") -> Path:
-    """A folder results may go into: new, or empty and ours; never through a symbolic link."""
+    """A folder results may go into: new, or empty and ours; never through a symbolic link; on a real file
+    system that takes writes. Checked before anything is built, so a bad folder costs no lab."""
     if path.is_symlink():
         raise UsageError(f"{option} {path}: is a symbolic link; give the directory itself")
+    absolute = Path(os.path.abspath(path))
+    if any(absolute == root or root in absolute.parents for root in PSEUDO_FILE_SYSTEMS):
+        raise UsageError(f"{option} {path}: is under {absolute.parts[1] and '/' + absolute.parts[1]}, not a real "
+                         "file system; give a folder on disk")
     if path.exists():
         if not path.is_dir() or any(path.iterdir()):
             raise UsageError(f"{option} {path}: exists and is not an empty directory")
         if path.stat().st_uid != os.geteuid():
             raise UsageError(f"{option} {path}: belongs to another user")
+    existing = next(p for p in (absolute, *absolute.parents) if p.exists())
+    if not existing.is_dir():
+        raise UsageError(f"{option} {path}: {existing} is a file, not a folder")
+    if os.statvfs(existing).f_flag & os.ST_RDONLY:
+        raise UsageError(f"{option} {path}: {existing} is on a read-only file system")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path}: {existing} is not writable by this user")
     return path
 
 

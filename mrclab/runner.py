@@ -25,7 +25,7 @@ from .metrics.cost import CpuMeter
 from .metrics.fidelity import CpuSampler
 from .metrics.outcome import Outcome
 from .progress import JsonlWriter, done_record, start_record, view
-from .runstate import RunState
+from .runstate import RunState, write_status
 from .spec import Scenario
 
 log = logging.getLogger("mrclab.runner")
@@ -79,6 +79,9 @@ class _Run:
         self.handler = _logger(out_dir / "runner.log")
         self.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.state = RunState.create(f"run {scenario.name}")
+        self.state.out_dir = str(out_dir)
+        self.state.save()
+        write_status(out_dir, f"running: run {self.state.run_id}, runner pid {os.getpid()}, since {self.started_at}")
         self.agents = Agents()
         self.header = start_record(scenario, self.state.run_id)
         self.stream = JsonlWriter(progress_jsonl) if progress_jsonl is not None else None
@@ -198,6 +201,15 @@ class _Run:
                 self.recording.finish()
         if self.stream is not None:
             self.stream.file.close()
+        write_status(self.out_dir, self.final_status())
+
+    def final_status(self) -> str:
+        """The run folder's last word: results.json's status, and why when it is not `completed`."""
+        if self.doc is not None:
+            return self.doc["status"] + (f": {self.doc['error']}" if self.doc.get("error") else "")
+        if self.failure is None:
+            return "failed: nothing was measured"
+        return ("failed" if isinstance(self.failure, Exception) else "interrupted") + f": {describe(self.failure)}"
 
 
 def run_scenario(scenario: Scenario, out_dir: Path, console=None, overrides: dict | None = None,

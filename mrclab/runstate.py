@@ -54,6 +54,7 @@ class RunState:
     namespaces: list[str] = field(default_factory=list)
     processes: list[list] = field(default_factory=list)  # [pid, start_time, label]
     mounts: list[str] = field(default_factory=list)  # bpffs instances holding this run's pinned eBPF objects
+    out_dir: str = ""  # the run folder: `clean` tells it when its runner died without finishing
 
     @property
     def prefix(self) -> str:
@@ -231,10 +232,67 @@ def all_runs() -> list[RunState]:
     return runs
 
 
+CRASH_LOG_AGE_S = 86400.0
+
+
+def write_status(out_dir: str | Path, text: str) -> bool:
+    """Replace the run folder's `status` file atomically, never through a link (the folder may be anyone's);
+    False when the folder is gone or is not a plain directory."""
+    try:
+        dir_fd = os.open(out_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    tmp = f".status-{secrets.token_hex(4)}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+        with os.fdopen(fd, "w") as f:
+            f.write(text.rstrip("\n") + "\n")
+        os.replace(tmp, "status", src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        return True
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        return False
+    finally:
+        os.close(dir_fd)
+
+
+def _left_by_a_dead_runner(run: RunState) -> list[str]:
+    """A run folder whose runner died mid-run: its `status` says so, and the empty stderr files of agents that
+    said nothing go."""
+    if not run.out_dir:
+        return []
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    done = []
+    if write_status(run.out_dir, f"killed: its runner (pid {run.owner_pid}) ended without finishing; "
+                                 f"mrclab clean removed what it left at {when}"):
+        done.append(f"status of {run.out_dir}: killed")
+    with contextlib.suppress(OSError):
+        for name in os.listdir(run.out_dir):
+            path = Path(run.out_dir) / name
+            if name.startswith("agent-") and name.endswith(".stderr") and not path.is_symlink() \
+                    and path.stat().st_size == 0:
+                path.unlink()
+    return done
+
+
+def old_crash_logs(now: float | None = None) -> list[Path]:
+    """Crash logs in the state directory older than a day."""
+    if not STATE_DIR.is_dir():
+        return []
+    limit = (time.time() if now is None else now) - CRASH_LOG_AGE_S
+    return [p for p in sorted(STATE_DIR.glob("crash-*.log")) if not p.is_symlink() and p.stat().st_mtime < limit]
+
+
 def clean_stale() -> list[str]:
-    """Tear down every run whose owner is gone; live runs are left alone."""
+    """Tear down every run whose owner is gone (and tell its run folder); live runs are left alone. Crash logs
+    older than a day go too."""
     removed: list[str] = []
     for run in all_runs():
         if run.is_stale():
-            removed.extend(f"{run.run_id}: {item}" for item in [*run.teardown(), f"record {run.path}"])
+            removed.extend(f"{run.run_id}: {item}" for item in [*run.teardown(), f"record {run.path}",
+                                                                 *_left_by_a_dead_runner(run)])
+    for log in old_crash_logs():
+        log.unlink(missing_ok=True)
+        removed.append(f"crash log {log} (older than a day)")
     return removed

@@ -402,3 +402,9 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path):
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("mrclab.agent: "), proc.stderr
         assert not (tmp_path / "c").exists()
+
+
+def test_an_agents_end_is_told_by_its_signals_name():
+    from mrclab.agents import exit_text
+    assert exit_text(-9) == "was killed by SIGKILL" and exit_text(-15) == "was killed by SIGTERM"
+    assert exit_text(2) == "exited with code 2" and exit_text(None) == "is still running"

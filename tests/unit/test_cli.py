@@ -61,3 +61,26 @@ def test_zero_planes_exits_2(tmp_path):
     path = tmp_path / "zero.yaml"
     path.write_text("planes: 0\n")
     assert_one_line_error(mrclab("topo", "show", str(path)), 2, f"{path}: planes: must be between 1 and 16")
+
+
+@pytest.mark.parametrize("out, fragment", [
+    ("/proc/mrclab-x", "is under /proc, not a real file system"),
+    ("/sys/mrclab-x/y", "is under /sys, not a real file system"),
+    ("/etc/hostname/x", "/etc/hostname is a file, not a folder"),
+])
+def test_a_bad_out_folder_is_refused_before_any_lab(out, fragment):
+    result = mrclab("run", "smoke", "--out", out)
+    assert result.returncode == 2 and fragment in result.stderr and len(result.stderr.splitlines()) == 1
+    assert "internal error" not in result.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a read-only tmpfs (root)")
+def test_an_out_folder_on_a_read_only_file_system_is_refused(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(ro)], check=True)
+    try:
+        result = mrclab("run", "smoke", "--out", str(ro / "x"))
+    finally:
+        subprocess.run(["umount", str(ro)], check=True)
+    assert result.returncode == 2 and "is on a read-only file system" in result.stderr

@@ -53,3 +53,44 @@ def test_teardown_kills_only_recorded_processes_with_matching_start_time(state_d
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_clean_tells_the_run_folder_of_a_dead_runner_and_drops_its_empty_stderr_files(state_dir, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "agent-h0.stderr").write_text("")
+    (out / "agent-h1.stderr").write_text("Traceback: something")
+    assert runstate.write_status(out, "running: run x")
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    dead = runstate.RunState("zzz", child.pid, 12345, out_dir=str(out))
+    dead.save()
+    removed = runstate.clean_stale()
+    assert f"zzz: status of {out}: killed" in removed
+    assert (out / "status").read_text().startswith(f"killed: its runner (pid {child.pid}) ended without finishing")
+    assert sorted(p.name for p in out.iterdir()) == ["agent-h1.stderr", "status"]
+
+
+def test_status_is_written_without_following_a_link(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (out / "status").symlink_to(victim)
+    assert runstate.write_status(out, "completed")
+    assert victim.read_text() == "precious" and (out / "status").read_text() == "completed\n"
+    assert not runstate.write_status(tmp_path / "gone", "completed")
+    (tmp_path / "link").symlink_to(out)
+    assert not runstate.write_status(tmp_path / "link", "completed")  # the folder itself through a link: refused
+
+
+def test_clean_removes_crash_logs_older_than_a_day_only(state_dir):
+    import os
+    import time
+    old, new = state_dir / "crash-old.log", state_dir / "crash-new.log"
+    old.write_text("tb")
+    new.write_text("tb")
+    day_ago = time.time() - runstate.CRASH_LOG_AGE_S - 60
+    os.utime(old, (day_ago, day_ago))
+    removed = runstate.clean_stale()
+    assert removed == [f"crash log {old} (older than a day)"] and new.exists() and not old.exists()
