@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import selectors
+import signal
 import socket
 import subprocess
 import sys
@@ -29,6 +30,18 @@ from .spec import Scenario, Workload
 from .transport.config import TransportConfig
 from .transports import DEFAULT as TRANSPORT_DEFAULT
 from .transports import TRANSPORTS
+
+
+def exit_text(code: int | None) -> str:
+    """How a process ended, in words: "was killed by SIGKILL", "exited with code 2", "is still running"."""
+    if code is None:
+        return "is still running"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
 
 
 class AgentError(MrclabError):
@@ -191,7 +204,7 @@ class Agents:
             chunk = agent.sock.recv(1 << 20)
             if not chunk:
                 self.selector.unregister(agent.sock)
-                raise AgentError(f"agent {agent.host} exited (code {agent.proc.poll()}); see its log")
+                raise AgentError(f"agent {agent.host} {exit_text(agent.proc.poll())}; see its log")
             agent.buffer += chunk
             while (newline := agent.buffer.find(b"\n")) >= 0:
                 message = json.loads(agent.buffer[:newline])
@@ -239,7 +252,7 @@ def _connect(path: Path, proc: subprocess.Popen, deadline: float, log: Path) -> 
     while True:
         if proc.poll() is not None:
             tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
-            raise AgentError(f"agent {path.stem} exited with code {proc.returncode}: {' '.join(tail) or 'no output'}")
+            raise AgentError(f"agent {path.stem} {exit_text(proc.returncode)}: {' '.join(tail) or 'no output'}")
         if path.exists():
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:

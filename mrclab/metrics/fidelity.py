@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from ..units import format_seconds
+
 MACHINE_BUSY_LIMIT = 90.0
 WINDOW_S = 0.2  # 20 clock ticks: a busy share resolved to 5%
 SATURATED_PCT = 90.0
@@ -263,9 +265,9 @@ def _advice(v: Verdict) -> str:
 
 
 def _split(latency: dict) -> str:
-    return (f"RTT under load {latency['rtt_mean_s'] * 1e3:.1f} ms on average: {latency['base_s'] * 1e3:.1f} ms "
-            f"base, {latency['links_s'] * 1e3:.1f} ms queueing in the emulated links, "
-            f"{latency['emulator_s'] * 1e3:.1f} ms added by the emulator itself")
+    return (f"RTT under load {format_seconds(latency['rtt_mean_s'])} on average: {format_seconds(latency['base_s'])} "
+            f"base, {format_seconds(latency['links_s'])} queueing in the emulated links, "
+            f"{format_seconds(latency['emulator_s'])} added by the emulator itself")
 
 
 def _emulator_drops(v: Verdict) -> str:

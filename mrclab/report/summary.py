@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..metrics import expectations
+from ..units import format_seconds
 from .run import Run
 
 
@@ -54,7 +55,7 @@ class Row:
 
 
 def _ms(seconds) -> str:
-    return "-" if seconds is None else f"{seconds * 1e3:.1f} ms"
+    return "-" if seconds is None else format_seconds(seconds)
 
 
 def rtt_text(summary: dict) -> str:

@@ -131,7 +131,7 @@ def test_fidelity_tells_the_emulators_delay_from_the_networks():
     split = fidelity.latency_split(0.017, 0.004, 0.001, 0.00025)
     assert split == {"rtt_mean_s": 0.017, "base_s": 0.004, "links_s": 0.005, "emulator_s": 0.008}
     gray = fidelity.verdict(60.0, "ovs-vswitchd/12", 70.0, goodput_fraction=0.5, latency=split).to_dict()
-    assert gray["ok"] and gray["latency"] == split and "8.0 ms added by the emulator itself" in gray["notes"][-1]
+    assert gray["ok"] and gray["latency"] == split and "8 ms added by the emulator itself" in gray["notes"][-1]
     cpu = fidelity.verdict(60.0, "ovs-vswitchd/12", 70.0, goodput_fraction=0.5,
                            latency=fidelity.latency_split(0.019, 0.004, 0.001, 0.00025))
     assert cpu.reasons == (Reason.CPU_SET_ROUND_TRIP,) and "set the round trip" in cpu.notes()[0]
