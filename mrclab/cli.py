@@ -187,10 +187,12 @@ def empty_out(path: Path, option: str = "--out") -> Path:
               "one JSON object a line, to this file (what --target follows).")
 @click.option("--target", envvar="MRCLAB_TARGET", metavar="[USER@]HOST[:PORT]|vagrant|vm",
               help="Run it on that machine over SSH and fetch the results here (env MRCLAB_TARGET).")
+@click.option("--allow-concurrent", is_flag=True, help="Run even while another mrclab run is live here; both "
+              "runs' fidelity is then not ok.")
 @ssh_options
 def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], capture: str | None, capture_full: bool,
-        as_json: bool, dry_run: bool, progress_jsonl: str | None, target: str | None, identity: str | None,
-        known_hosts: str | None, accept_new_host_key: bool) -> None:
+        as_json: bool, dry_run: bool, progress_jsonl: str | None, target: str | None, allow_concurrent: bool,
+        identity: str | None, known_hosts: str | None, accept_new_host_key: bool) -> None:
     """Run a scenario with a live progress view; write its results directory."""
     from . import capture as capture_mod
     from . import preflight
@@ -218,6 +220,11 @@ def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], capture:
         raise UsageError("--identity, --known-hosts and --accept-new-host-key go with --target")
     target_dir = results_dir(spec.name, out_dir)
     require_environment()
+    others = runstate.live_runs()
+    if others and not allow_concurrent:
+        raise EnvironmentNotReady(f"another mrclab run is live on this machine ({', '.join(others[:3])}): two labs "
+                                  "share the CPU and neither measures the emulated network alone; wait for it, or "
+                                  "pass --allow-concurrent (both runs' fidelity is then not ok)")
     if spec.capture.on:
         capture_mod.tool("dumpcap")
     from . import runner

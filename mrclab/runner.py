@@ -11,6 +11,7 @@ see how far it got; runner.log says why too.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -25,7 +26,7 @@ from .metrics.cost import CpuMeter
 from .metrics.fidelity import CpuSampler
 from .metrics.outcome import Outcome
 from .progress import JsonlWriter, done_record, start_record, view
-from .runstate import RunState, write_status
+from .runstate import RunState, live_runs, write_status
 from .spec import Scenario
 
 log = logging.getLogger("mrclab.runner")
@@ -112,7 +113,8 @@ class _Run:
             execution = Execution(self.s, fabric, self.agents)
             self.outcome = execution.outcome
             fabric.start_counting()
-            self.sampler = CpuSampler({**self.agents.pids(), **fabric.packet_pids()})
+            self.sampler = CpuSampler({**self.agents.pids(), **fabric.packet_pids()},
+                                      others=functools.partial(live_runs, self.state.run_id))
             self.sampler.start()
             self.meter = CpuMeter({**self.agents.pids(), **fabric.packet_pids(), os.getpid(): "runner"})
             self.meter.start()
@@ -158,7 +160,8 @@ class _Run:
         stats = read("agent stats", lambda: self.agents.call_all("stats", timeout=2.0) if self.agents.controls
                      else {}, {})
         fidelity = read("fidelity", lambda: document.NOT_MEASURED if sampler is None else sampler.stop(
-            **document.fidelity_inputs(o, links, stats, fabric.queue_waits())).to_dict(), document.NOT_MEASURED)
+            **document.fidelity_inputs(o, links, stats, fabric.queue_waits(), self.s.topology)).to_dict(),
+                        document.NOT_MEASURED)
         controller = read("controller stats", fabric.controller_stats, document.NO_CONTROLLER)
         return document.Lab(
             datapath=(fabric.datapath.name, fabric.datapath_detail), stats=stats, samples=self.agents.samples,

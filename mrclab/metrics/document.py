@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..actions import mends_cut
 from ..addressing import conn_hosts
 from ..agents import effective_options
-from ..spec import Scenario
+from ..spec import Scenario, Topology
 from ..transports import TRANSPORTS
 from . import avoid, expectations, results, workloads
 from .fidelity import latency_split
@@ -36,14 +36,17 @@ class Lab:
 
 
 def fidelity_inputs(outcome: Outcome, links: list[dict], stats: dict[str, dict],
-                    queue_waits: tuple[float, float]) -> dict:
+                    queue_waits: tuple[float, float], topology: Topology) -> dict:
     """The keyword arguments of `CpuSampler.stop`: the emulator's drops, the share of line rate the workload
-    reached, and the RTT under load split into its parts."""
+    reached, the RTT under load split into its parts, and the most any link direction carried against the
+    fastest configured rate."""
     wall = outcome.wall_s
+    held = max((link["tx_bytes"] * 8 / wall for link in links), default=0.0) if wall > 0 else 0.0
     return {"emulator_drops": sum(link["emulator_drops"] for link in links),
             "goodput_fraction": sum(outcome.ideal_s[:len(outcome.steps)]) / wall if outcome.steps and wall > 0
             else None,
-            "latency": latency_split(rtt_mean(results.rtt_histogram(stats)), results.base_rtt(stats), *queue_waits)}
+            "latency": latency_split(rtt_mean(results.rtt_histogram(stats)), results.base_rtt(stats), *queue_waits),
+            "link_load": (held, float(max(topology.host_rate_bps, topology.fabric_rate_bps))) if links else None}
 
 
 def build(*, scenario: Scenario, run_id: str, started_at: str, outcome: Outcome, lab: Lab,

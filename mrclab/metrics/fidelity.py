@@ -29,12 +29,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from ..units import format_seconds
+from ..units import format_rate, format_seconds
 
 MACHINE_BUSY_LIMIT = 90.0
 WINDOW_S = 0.2  # 20 clock ticks: a busy share resolved to 5%
@@ -83,6 +83,9 @@ def _thread_ticks(pids: dict[int, str]) -> dict[str, int]:
 
 
 OUTSIDE_PCT = 10.0  # a process outside the lab that used this much of a core is named in the notes
+OUTSIDE_LOAD_LIMIT = 30.0  # ... and together, this much of a core makes the run untrustworthy
+KTHREADD = 2  # the parent of every kernel thread
+LINK_HELD_FRACTION = 0.5  # a saturated CPU with no link past this share of its rate: links too fast to emulate
 
 
 def _process_ticks() -> dict[int, tuple[int, str, int]]:
@@ -106,8 +109,8 @@ def outside_processes(before: dict, after: dict, lab: set[int], elapsed_s: float
     def in_lab(pid: int) -> bool:
         seen = set()
         while pid > 1 and pid not in seen:
-            if pid in lab or pid == os.getpid():
-                return True
+            if pid in lab or pid == os.getpid() or pid == KTHREADD:  # kernel threads (ksoftirqd) forward
+                return True  # the lab's own packets
             seen.add(pid)
             pid = after.get(pid, (0, "", 0))[2]
         return False
@@ -148,12 +151,14 @@ class CpuSampler:
     """Start before the workload, stop after; pids maps process id -> label (e.g. 'ovs-vswitchd', 'agent h3')."""
 
     pids: dict[int, str] = field(default_factory=dict)
+    others: Callable[[], list[str]] = list  # other mrclab runs live now, each in words (polled while sampling)
     _start: tuple | None = None
 
     def start(self) -> None:
         self._start = (time.monotonic(), _machine_ticks(), _thread_ticks(self.pids))
         self._processes = _process_ticks()
         self._saturation = Saturation()
+        self._concurrent: dict[str, None] = dict.fromkeys(self.others())
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="cpu-sampler", daemon=True)
         self._thread.start()
@@ -161,11 +166,15 @@ class CpuSampler:
     def _watch(self) -> None:
         """Count, per thread, the windows it spent saturated."""
         self._saturation.observe(time.monotonic(), _thread_ticks(self.pids))
+        windows = 0
         while not self._done.wait(WINDOW_S):
             self._saturation.observe(time.monotonic(), _thread_ticks(self.pids))
+            windows += 1
+            if windows % OTHERS_EVERY == 0:
+                self._concurrent.update(dict.fromkeys(self.others()))
 
     def stop(self, emulator_drops: int = 0, goodput_fraction: float | None = None,
-             latency: dict | None = None) -> Verdict:
+             latency: dict | None = None, link_load: tuple[float, float] | None = None) -> Verdict:
         if self._start is None:
             raise RuntimeError("CpuSampler.stop() before start()")
         self._done.set()
@@ -182,11 +191,13 @@ class CpuSampler:
                 hottest, hottest_pct = key, pct
         most, share = self._saturation.worst(default=hottest)
         outside = outside_processes(self._processes, _process_ticks(), set(self.pids), elapsed)
+        self._concurrent.update(dict.fromkeys(self.others()))
         return verdict(machine, hottest, hottest_pct, emulator_drops, goodput_fraction, most, share, latency,
-                       outside=outside)
+                       outside=outside, concurrent=tuple(self._concurrent), link_load=link_load)
 
 
 NETWORK_BUSY_FRACTION = 0.7
+OTHERS_EVERY = 5  # sampling windows between looks for other runs (1 s)
 
 
 class Reason(Enum):
@@ -195,6 +206,9 @@ class Reason(Enum):
     EMULATOR_DROPS = "emulator_drops"  # the emulator failed to send packets the network never lost
     CPU_SET_PACE = "cpu_set_pace"  # a saturated CPU while the workload fell short of line rate
     CPU_SET_ROUND_TRIP = "cpu_set_round_trip"  # the emulator's delay past EMULATOR_SHARE_LIMIT of the RTT
+    LINKS_TOO_FAST = "links_too_fast"  # a saturated CPU while no link carried LINK_HELD_FRACTION of its rate
+    OUTSIDE_LOAD = "outside_load"  # processes outside the lab took OUTSIDE_LOAD_LIMIT of a core or more
+    CONCURRENT_RUN = "concurrent_run"  # another mrclab run was live at the same time
 
 
 @dataclass(frozen=True)
@@ -211,6 +225,8 @@ class Verdict:
     latency: dict | None
     outside_processes: tuple[dict, ...]
     reasons: tuple[Reason, ...]
+    concurrent: tuple[str, ...] = ()
+    link_load: tuple[float, float] | None = None  # (the most any link direction carried, the fastest configured), bit/s
 
     @property
     def ok(self) -> bool:
@@ -223,7 +239,7 @@ class Verdict:
             notes.append(_no_sign(self))
             if self.latency is not None:
                 notes.append(_split(self.latency))
-        if self.outside_processes:
+        if self.outside_processes and Reason.OUTSIDE_LOAD not in self.reasons:
             notes.append(f"busy outside the lab while the workload ran: {_others(self)} (% of a core)")
         return notes
 
@@ -232,26 +248,33 @@ class Verdict:
                 "hottest_thread_pct": round(self.hottest_thread_pct, 1), "saturated_thread": self.saturated_thread,
                 "saturated_share": round(self.saturated_share, 3), "emulator_drops": self.emulator_drops,
                 **({"latency": self.latency} if self.latency is not None else {}),
-                "outside_processes": list(self.outside_processes), "ok": self.ok, "notes": self.notes()}
+                "outside_processes": list(self.outside_processes), "concurrent_runs": list(self.concurrent),
+                "ok": self.ok, "notes": self.notes()}
 
 
 def verdict(machine_pct: float, hottest: str | None, hottest_pct: float, emulator_drops: int = 0,
             goodput_fraction: float | None = None, saturated_thread: str | None = None,
-            saturated_share: float = 0.0, latency: dict | None = None, outside: Sequence[dict] = ()) -> Verdict:
+            saturated_share: float = 0.0, latency: dict | None = None, outside: Sequence[dict] = (),
+            concurrent: Sequence[str] = (), link_load: tuple[float, float] | None = None) -> Verdict:
     """A busy CPU alone does not prove the CPU set the pace: ovs-vswitchd's one forwarding thread
     polls ~200 ports and stays busy at any link rate. It did when the CPU was saturated *and* the
     workload got well short of what the emulated links allow (`goodput_fraction`, the ideal
     time over the actual one); a saturated network next to a busy CPU is a faithful run."""
     saturated = machine_pct >= MACHINE_BUSY_LIMIT or saturated_share >= SATURATED_SHARE
     network_busy = goodput_fraction is not None and goodput_fraction >= NETWORK_BUSY_FRACTION
+    too_fast = (saturated and not network_busy and link_load is not None
+                and link_load[0] < LINK_HELD_FRACTION * link_load[1])
     reasons = [reason for reason, holds in (
         (Reason.EMULATOR_DROPS, bool(emulator_drops)),
-        (Reason.CPU_SET_PACE, saturated and not network_busy),
+        (Reason.LINKS_TOO_FAST, too_fast),
+        (Reason.CPU_SET_PACE, saturated and not network_busy and not too_fast),
         (Reason.CPU_SET_ROUND_TRIP,
          latency is not None and latency["emulator_s"] > EMULATOR_SHARE_LIMIT * latency["rtt_mean_s"]),
+        (Reason.OUTSIDE_LOAD, sum(p["cpu_pct"] for p in outside) >= OUTSIDE_LOAD_LIMIT),
+        (Reason.CONCURRENT_RUN, bool(concurrent)),
     ) if holds]
     return Verdict(machine_pct, hottest, hottest_pct, saturated_thread, saturated_share, emulator_drops,
-                   goodput_fraction, latency, tuple(outside), tuple(reasons))
+                   goodput_fraction, latency, tuple(outside), tuple(reasons), tuple(concurrent), link_load)
 
 
 def _others(v: Verdict) -> str:
@@ -294,7 +317,31 @@ def _cpu_set_round_trip(v: Verdict) -> str:
                                 f"window are the CPU's; {_advice(v)}")
 
 
+def _links_too_fast(v: Verdict) -> str:
+    assert v.link_load is not None, "a reason only link loads give"
+    held, rate = v.link_load
+    return (f"this machine could not emulate {format_rate(rate)} links: the busiest link carried "
+            f"{format_rate(held)} on average ({held / rate:.0%} of its rate) while the CPU was saturated "
+            f"(machine {v.cpu_busy_pct:.0f}% busy); use lower link rates (the shipped labs run 25Mbit)")
+
+
+def _outside_load(v: Verdict) -> str:
+    total = sum(p["cpu_pct"] for p in v.outside_processes)
+    return (f"processes outside the lab used {total:.0f}% of a core while the workload ran ({_others(v)}; limit "
+            f"{OUTSIDE_LOAD_LIMIT:.0f}%): they took CPU the emulator needed, so the run's pace may be theirs; "
+            "stop them or run again when the machine is idle")
+
+
+def _concurrent_run(v: Verdict) -> str:
+    return (f"another mrclab run was live on this machine at the same time ({', '.join(v.concurrent[:3])}): two labs "
+            "share the CPU, so neither run's pace is the emulated network's alone; run them one after another")
+
+
 def _no_sign(v: Verdict) -> str:
+    if v.cpu_busy_pct >= MACHINE_BUSY_LIMIT:  # busy, yet the network set the pace: say why that is still ok
+        return (f"the machine CPU was {v.cpu_busy_pct:.0f}% busy, but the workload reached "
+                f"{v.goodput_fraction or 0:.0%} of line rate (at least {NETWORK_BUSY_FRACTION:.0%}): the emulated "
+                "network, not the CPU, set the pace")
     return (f"no sign that the CPU limited this run: machine CPU {v.cpu_busy_pct:.0f}% busy, hottest thread "
             f"{v.hottest_thread or '-'} at {v.hottest_thread_pct:.0f}% of a core, saturated in "
             f"{v.saturated_share:.0%} of {WINDOW_S:g} s windows"
@@ -303,4 +350,5 @@ def _no_sign(v: Verdict) -> str:
 
 
 _NOTES = {Reason.EMULATOR_DROPS: _emulator_drops, Reason.CPU_SET_PACE: _cpu_set_pace,
-          Reason.CPU_SET_ROUND_TRIP: _cpu_set_round_trip}
+          Reason.CPU_SET_ROUND_TRIP: _cpu_set_round_trip, Reason.LINKS_TOO_FAST: _links_too_fast,
+          Reason.OUTSIDE_LOAD: _outside_load, Reason.CONCURRENT_RUN: _concurrent_run}

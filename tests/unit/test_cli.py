@@ -84,3 +84,21 @@ def test_an_out_folder_on_a_read_only_file_system_is_refused(tmp_path):
     finally:
         subprocess.run(["umount", str(ro)], check=True)
     assert result.returncode == 2 and "is on a read-only file system" in result.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="run records live in root's /run/mrclab")
+def test_a_second_concurrent_run_is_refused_with_one_line():
+    from mrclab import runstate
+    owner = subprocess.Popen(["sleep", "30"])
+    record = runstate.RunState("zz9", owner.pid, runstate.proc_start_time(owner.pid), "run quickstart")
+    runstate.private_root()
+    record.save()
+    try:
+        result = mrclab("run", "smoke")
+    finally:
+        record.path.unlink()
+        owner.kill()
+        owner.wait()
+    assert result.returncode == 3 and len(result.stderr.splitlines()) == 1
+    assert f"another mrclab run is live on this machine (run zz9 (quickstart, pid {owner.pid}))" in result.stderr
+    assert "--allow-concurrent" in result.stderr

@@ -231,8 +231,28 @@ def test_outside_processes_leave_out_the_lab_and_its_children():
     ticks = fidelity.TICKS  # one second of a core
     after = {pid: (ticks, name, parent) for pid, (_, name, parent) in before.items()}
     after[me] = (ticks, "python", 1)
+    after[2], after[7] = (0, "kthreadd", 0), (ticks, "ksoftirqd/0", 2)  # forwards the lab's packets: not outside
     found = fidelity.outside_processes(before, after, lab={100}, elapsed_s=1.0)
     assert found == [{"pid": 200, "name": "stress", "cpu_pct": 100.0}]
+
+
+def test_outside_load_another_run_and_unreachable_link_rates_each_make_a_run_untrustworthy():
+    hog = [{"pid": 99, "name": "python3", "cpu_pct": 98.0}]
+    v = fidelity.verdict(70.0, "agent h0/1", 50.0, goodput_fraction=0.8, outside=hog).to_dict()
+    assert not v["ok"] and v["notes"][0].startswith("processes outside the lab used 98% of a core")
+    assert "python3 (pid 99) 98%" in v["notes"][0]
+    small = [{"pid": 99, "name": "sshd", "cpu_pct": 12.0}]
+    assert fidelity.verdict(40.0, "agent h0/1", 50.0, goodput_fraction=0.8, outside=small).ok
+    other = fidelity.verdict(40.0, "agent h0/1", 50.0, goodput_fraction=0.8, concurrent=["run abc (q, pid 7)"])
+    assert not other.ok and "another mrclab run was live" in other.notes()[0] and "run abc" in other.notes()[0]
+    fast = fidelity.verdict(99.0, "agent h0/1", 99.0, goodput_fraction=0.01, link_load=(95e6, 10e9)).to_dict()
+    assert not fast["ok"] and fast["notes"][0].startswith("this machine could not emulate 10Gbit links")
+    assert "95Mbit on average" in fast["notes"][0] and len(fast["notes"]) == 1  # not also blamed on others
+
+
+def test_a_busy_machine_with_an_ok_verdict_says_why_it_is_ok():
+    v = fidelity.verdict(100.0, "agent h0/1", 60.0, goodput_fraction=0.85)
+    assert v.ok and "100% busy, but the workload reached 85% of line rate" in v.notes()[0]
 
 
 @pytest.mark.parametrize("target,src,dst,plane,spine,hop", [
