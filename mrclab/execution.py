@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import heapq
 import logging
+import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from . import timeline
 from .actions import ACTIONS, clears_target
-from .addressing import conn_id
+from .addressing import conn_hosts, conn_id
 from .agents import Agents
 from .metrics import avoid
-from .metrics.outcome import Delivery, EvChange, Fired, MessageKey, NicChange, Outcome, Posted, Step, Unfired
+from .metrics.outcome import Bins, Delivery, EvChange, Fired, MessageKey, NicChange, Outcome, Step, Unfired
 from .progress import Progress
 from .routing import ROUTINGS
 from .spec import Scenario
@@ -80,8 +82,7 @@ class _Driver:
         topo, o = self.ex.topo, self.ex.outcome
         peer = topo.host_index(dst)
         key = MessageKey(conn_id(topo.host_index(src), peer, self.qp_base + qp), msg)
-        o.posted[key] = Posted(size, time.monotonic())
-        o.workload_of[key] = self.index
+        o.post(key, size, time.monotonic(), self.index)
         self.ex.agents.post(src, conn=key.conn, peer=peer, msg=msg, size=size)
         return key
 
@@ -128,7 +129,8 @@ class _Collective(_Driver):
         o = self.ex.outcome
         if self.done or any(o.status(k) == "unfinished" for k in self.keys):
             return
-        last = o.finished_at(self.keys) or time.monotonic()
+        ends = [o.ends.pop(k) for k in self.keys if k in o.ends]  # delivered *and* acknowledged: the step is over
+        last = max(ends) if ends else time.monotonic()             # only then (a lost ACK stalls it as surely)
         o.record_step(self.w.name, Step(self.step, round(self.started - o.t0, 6), round(last - self.started, 6)),
                       self.ideal, first=self.index == 0)
         if self.index == 0:
@@ -160,6 +162,7 @@ class _Stream(_Driver):
     def advance(self, finished: MessageKey | None) -> None:
         if finished is not None and finished in self.out:
             self.out.discard(finished)
+            self.ex.outcome.ends.pop(finished, None)
             if time.monotonic() < self.end and finished not in self.ex.outcome.failed:
                 self._post(*self.flow_of[finished.conn])
         if time.monotonic() >= self.end:
@@ -174,10 +177,14 @@ DRIVERS: dict[bool, type[_Driver]] = {False: _Collective, True: _Stream}
 class Execution:
     """One run's workloads, side by side; `run()` returns its Outcome."""
 
-    def __init__(self, scenario: Scenario, fabric, agents: Agents):
+    def __init__(self, scenario: Scenario, fabric, agents: Agents, rows: Callable[[list], None] | None = None):
+        """``rows`` takes messages.csv's row of each message as it finishes."""
         self.s, self.fabric, self.agents = scenario, fabric, agents
         self.topo = scenario.topology
-        self.outcome = Outcome()
+        self.outcome = Outcome(rows=rows)
+        for index, w in enumerate(scenario.workloads):
+            if w.stream:
+                self.outcome.binning[index] = Bins(w.bin_s, math.ceil(w.duration_s / w.bin_s - 1e-9), w.duration_s)
         self.progress = Progress(scenario.workload.steps)
         self.queue: list[timeline.Action] = []
         self.open_cuts: dict[str, _OpenCut] = {}  # target -> its cut
@@ -202,8 +209,8 @@ class Execution:
                 break
             next_action = self.queue[0].t_s + o.t0 if self.queue else deadline
             self.agents.poll(max(0.0, min(next_action, deadline, now + 0.05) - now))
-            for key in self._drain_events():
-                drivers[o.workload_of[key]].advance(key)
+            for key, workload in self._drain_events():
+                drivers[workload].advance(key)
             for driver in drivers:
                 driver.advance(None)
             self.fire_due()
@@ -226,8 +233,8 @@ class Execution:
             o.sample_times[round_no] = round(now, 6)
             self.agents.sample(round_no)
 
-    def _drain_events(self) -> list[MessageKey]:
-        """Record the agents' events; the messages they finished (completed or failed), for the workloads."""
+    def _drain_events(self) -> list[tuple[MessageKey, int]]:
+        """Record the agents' events; the messages they finished (completed or failed), with their workloads."""
         o, p = self.outcome, self.progress
         finished = []
         while self.agents.events:
@@ -235,19 +242,16 @@ class Execution:
             kind = e.get("event")
             if kind in ("delivered", "completed", "failed"):
                 key = MessageKey(e["conn"], e["msg"])
-            if kind == "delivered":
-                o.delivered[key] = Delivery(e["t"], e["bytes"], e["verified"])
-                p.delivered_bytes += e["bytes"]
-                if not e["verified"]:
-                    o.failed[key] = "bytes did not match what was sent"
-            elif kind == "completed":
-                o.completed[key] = e["t"]
-                if key in o.workload_of:
-                    finished.append(key)
-            elif kind == "failed":
-                o.failed[key] = e.get("reason", "failed")
-                if key in o.workload_of:
-                    finished.append(key)
+                workload = o.workload_of.get(key)
+                if kind == "delivered":
+                    o.deliver(key, Delivery(e["t"], e["bytes"], e["verified"]), *conn_hosts(key.conn))
+                    p.delivered_bytes += e["bytes"]
+                elif kind == "completed":
+                    o.complete(key, e["t"])
+                else:
+                    o.fail(key, e.get("reason", "failed"))
+                if workload is not None and key not in o.workload_of:
+                    finished.append((key, workload))
             elif kind == "ev_state":
                 plane, spine = self.topo.plan.ev_path(e["ev"])
                 o.ev_changes.append(EvChange(round(e["t"] - o.t0, 6), e["host"], self.topo.host_names[e["peer"]],

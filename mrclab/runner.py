@@ -94,6 +94,7 @@ class _Run:
         self.meter: CpuMeter | None = None
         self.failure: BaseException | None = None
         self.outcome = Outcome()
+        self.messages: results.MessageLog | None = None
         self.doc: dict | None = None
 
     def stopped(self, exc: BaseException) -> None:
@@ -110,7 +111,8 @@ class _Run:
             self.agents.start(self.s, {h: fabric.host(h) for h in self.s.hosts}, self.state, self.out_dir)
             if not self.agents.warm(warm_pairs(self.s)):
                 log.warning("warm-up: some paths did not answer their probe before the clock started")
-            execution = Execution(self.s, fabric, self.agents)
+            self.messages = results.MessageLog(self.out_dir / "messages.csv")
+            execution = Execution(self.s, fabric, self.agents, rows=self.messages.write)
             self.outcome = execution.outcome
             fabric.start_counting()
             self.sampler = CpuSampler({**self.agents.pids(), **fabric.packet_pids()},
@@ -197,11 +199,13 @@ class _Run:
             self.stream.stop()
         if self.doc is not None:
             results.write(self.out_dir, self.doc)
-            results.write_messages(self.out_dir, document.message_rows(self.outcome))
             if self.stream is not None:
                 self.stream.write(done_record(self.doc, self.out_dir))
             if self.recording is not None:  # after the results, which a failing merge must not cost
                 self.recording.finish()
+        if self.messages is not None:  # every message out at the end is a row too, written or not
+            self.outcome.close()
+            self.messages.close()
         if self.stream is not None:
             self.stream.file.close()
         write_status(self.out_dir, self.final_status())

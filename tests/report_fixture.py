@@ -165,7 +165,10 @@ def make_run(path, kind="mrc", aborted=False, fidelity_ok=True, name="link-failu
     path.mkdir(parents=True, exist_ok=True)
     (path / "scenario.yaml").write_text(scenario.to_yaml())
     results_mod.write(path, doc)
-    results_mod.write_messages(path, messages)
+    log = results_mod.MessageLog(path / "messages.csv")
+    for row in messages:
+        log.write(row)
+    log.close()
     (path / "runner.log").write_text("synthetic run\n")
     return doc
 

@@ -6,7 +6,6 @@ import time
 from dataclasses import dataclass
 
 from ..actions import mends_cut
-from ..addressing import conn_hosts
 from ..agents import effective_options
 from ..spec import Scenario, Topology
 from ..transports import TRANSPORTS
@@ -131,12 +130,3 @@ def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome
     return doc
 
 
-def message_rows(outcome: Outcome) -> list[list]:
-    """messages.csv: step, src, dst, bytes, posted_s, delivered_s, status of every posted message."""
-    out = []
-    for key, posted in outcome.posted.items():
-        src, dst = conn_hosts(key.conn)
-        delivered = outcome.delivered.get(key)
-        out.append([key.msg, f"h{src}", f"h{dst}", posted.size, round(posted.at - outcome.t0, 6),
-                    round(delivered.t - outcome.t0, 6) if delivered else "", outcome.status(key)])
-    return out

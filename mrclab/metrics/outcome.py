@@ -5,9 +5,11 @@ are one frozen value per step, fired action, unfired event, EV state change and 
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
+
+from ..addressing import conn_hosts
 
 
 class MessageKey(NamedTuple):
@@ -91,19 +93,49 @@ class NicChange:
 
 
 @dataclass
+class Totals:
+    """One workload's messages, summed as they are posted and delivered: what its row of results.json needs."""
+
+    sent: int = 0
+    completed: int = 0
+    bytes_sent: int = 0
+    delivered: int = 0
+    verified: int = 0
+    in_window: int = 0  # verified bytes delivered within a stream's duration
+
+
+@dataclass(frozen=True)
+class Bins:
+    """How a stream's deliveries are binned: `bin_s` wide, `count` of them from t0, within `window_s`."""
+
+    bin_s: float
+    count: int
+    window_s: float
+
+
+@dataclass
 class Outcome:
-    """Filled in by the runner's step loop; read by `metrics.results` and `metrics.document`."""
+    """Filled in by the run's loop; read by `metrics.results` and `metrics.document`.
+
+    Memory stays flat however long a run lasts: a message is kept only while it is out; once it completes or
+    fails it leaves one row through `rows` (messages.csv, written as the run goes) and its figures in `totals`
+    and `bins`. Failures keep their reason (they are few, and each matters)."""
 
     t0: float = 0.0
     t_end: float = 0.0
     steps: list[Step] = field(default_factory=list)  # the first workload's (a collective's)
     ideal_s: list[float] = field(default_factory=list)  # ... and a perfect fabric's time for each
     workload_steps: dict[str, list[tuple[Step, float]]] = field(default_factory=dict)  # name -> (step, ideal_s)
-    workload_of: dict[MessageKey, int] = field(default_factory=dict)  # message -> its workload's index
-    posted: dict[MessageKey, Posted] = field(default_factory=dict)
-    delivered: dict[MessageKey, Delivery] = field(default_factory=dict)
-    completed: dict[MessageKey, float] = field(default_factory=dict)  # monotonic time its sender saw it acknowledged
-    failed: dict[MessageKey, str] = field(default_factory=dict)  # why
+    workload_of: dict[MessageKey, int] = field(default_factory=dict)  # a message out -> its workload's index
+    posted: dict[MessageKey, Posted] = field(default_factory=dict)  # messages out
+    delivered: dict[MessageKey, Delivery] = field(default_factory=dict)  # ... delivered, not yet acknowledged
+    completed: dict[MessageKey, float] = field(default_factory=dict)  # ... acknowledged (monotonic), not delivered
+    failed: dict[MessageKey, str] = field(default_factory=dict)  # every failed message: why
+    ends: dict[MessageKey, float] = field(default_factory=dict)  # finished: when, until its workload takes it
+    totals: dict[int, Totals] = field(default_factory=dict)  # workload index -> its figures
+    bins: dict[tuple[int, int, int], list[float]] = field(default_factory=dict)  # (workload, src, dst) -> bytes
+    binning: dict[int, Bins] = field(default_factory=dict)  # stream workloads' bins
+    rows: Callable[[list], None] | None = None  # messages.csv: one row as each message finishes
     fired: list[Fired] = field(default_factory=list)
     unfired: list[Unfired] = field(default_factory=list)
     ev_changes: list[EvChange] = field(default_factory=list)
@@ -120,26 +152,97 @@ class Outcome:
             self.ideal_s.append(ideal_s)
         self.workload_steps.setdefault(workload, []).append((step, ideal_s))
 
-    def finished_at(self, keys: Iterable[MessageKey]) -> float | None:
-        """When the last of these messages was delivered *and* acknowledged to its sender: the step is over
-        only then, since the next one cannot start before (a lost acknowledgement stalls it as surely as
-        lost data). None when none was delivered."""
-        ends = [max(self.delivered[k].t, self.completed.get(k, 0.0)) for k in keys if k in self.delivered]
-        return max(ends, default=None)
+    # -- a message's life ------------------------------------------------------------------------------
+
+    def post(self, key: MessageKey, size: int, at: float, workload: int = 0) -> None:
+        self.posted[key] = Posted(size, at)
+        self.workload_of[key] = workload
+        t = self.totals.setdefault(workload, Totals())
+        t.sent += 1
+        t.bytes_sent += size
+
+    def deliver(self, key: MessageKey, delivery: Delivery, src: int, dst: int) -> None:
+        """The receiver's agent delivered it (``verified``: every byte checked); a mismatch fails it."""
+        workload = self.workload_of.get(key)
+        if workload is None or key in self.delivered:
+            return  # finished already, or never ours
+        self.delivered[key] = delivery
+        t = self.totals[workload]
+        t.delivered += delivery.bytes
+        if delivery.verified:
+            t.verified += delivery.bytes
+            bins = self.binning.get(workload)
+            if bins is not None and delivery.t - self.t0 < bins.window_s:
+                t.in_window += delivery.bytes
+                slot = int((delivery.t - self.t0) / bins.bin_s)
+                if 0 <= slot < bins.count:
+                    self.bins.setdefault((workload, src, dst), [0.0] * bins.count)[slot] += delivery.bytes
+        else:
+            self.failed[key] = "bytes did not match what was sent"
+        self._settle(key)
+
+    def complete(self, key: MessageKey, t: float) -> None:
+        """Its sender saw it acknowledged."""
+        if key in self.workload_of:
+            self.completed[key] = t
+            self._settle(key)
+
+    def fail(self, key: MessageKey, why: str) -> None:
+        if key in self.workload_of:
+            self.failed.setdefault(key, why)
+            self._settle(key)
+
+    def _settle(self, key: MessageKey) -> None:
+        """A message that completed or failed leaves its row and its end time, and is forgotten."""
+        status = self.status(key)
+        if status == "unfinished":
+            return
+        posted, delivery = self.posted.pop(key), self.delivered.pop(key, None)
+        acked = self.completed.pop(key, None)
+        workload = self.workload_of.pop(key)
+        if status == "completed":
+            self.totals[workload].completed += 1
+        if delivery is not None:
+            self.ends[key] = max(delivery.t, acked or 0.0)
+        self._row(key, posted, delivery, status)
+
+    def close(self) -> None:
+        """At the end of the run: the rows of the messages still out (unfinished: they count as failed)."""
+        for key in list(self.posted):
+            status = self.status(key)
+            self._row(key, self.posted.pop(key), self.delivered.pop(key, None), status)
+
+    def _row(self, key: MessageKey, posted: Posted, delivery: Delivery | None, status: str) -> None:
+        if self.rows is not None:
+            src, dst = conn_hosts(key.conn)
+            self.rows([key.msg, f"h{src}", f"h{dst}", posted.size, round(posted.at - self.t0, 6),
+                       round(delivery.t - self.t0, 6) if delivery else "", status])
 
     def status(self, key: MessageKey) -> str:
         """"completed" (delivered, verified and acknowledged), "failed", or "unfinished" (still out)."""
         if key in self.failed:
             return "failed"
+        if key not in self.posted:
+            return "completed"  # finished, and not failed
         return "completed" if key in self.delivered and key in self.completed else "unfinished"
+
+    # -- totals ----------------------------------------------------------------------------------------
 
     @property
     def wall_s(self) -> float:
         return self.t_end - self.t0
 
+    def total(self) -> Totals:
+        """Every workload's figures together."""
+        out = Totals()
+        for t in self.totals.values():
+            for name in ("sent", "completed", "bytes_sent", "delivered", "verified", "in_window"):
+                setattr(out, name, getattr(out, name) + getattr(t, name))
+        return out
+
     @property
     def delivered_bytes(self) -> int:
-        return sum(d.bytes for d in self.delivered.values())
+        return sum(t.delivered for t in self.totals.values())
 
 
 def rows(records: Iterable) -> list[dict]:

@@ -45,10 +45,9 @@ def base_rtt(agent_stats: dict[str, dict]) -> float | None:
 def summary(outcome: Outcome, agent_stats: dict[str, dict]) -> dict:
     durations = [s.duration_s for s in outcome.steps]
     wall = max(outcome.wall_s, 1e-9)
-    delivered = outcome.delivered_bytes
-    verified = sum(d.bytes for d in outcome.delivered.values() if d.verified)
+    total = outcome.total()
+    delivered, verified, completed = total.delivered, total.verified, total.completed
     ideal = sum(outcome.ideal_s[:len(outcome.steps)])
-    completed = sum(1 for k in outcome.posted if outcome.status(k) == "completed")
     counters = [s.get("counters", {}) for s in agent_stats.values()]
     hist = rtt_histogram(agent_stats)  # to read avoid_s in loaded RTTs
     loaded = {q: rtt_quantile(hist, q / 100) for q in (50, 99)}
@@ -63,9 +62,9 @@ def summary(outcome: Outcome, agent_stats: dict[str, dict]) -> dict:
         "base_rtt_s": base_rtt(agent_stats),
         "rtt_p50_s": None if loaded[50] is None else round(loaded[50], 6),
         "rtt_p99_s": None if loaded[99] is None else round(loaded[99], 6),
-        "messages": {"sent": len(outcome.posted), "completed": completed,
-                     "failed": len(outcome.posted) - completed},  # an unfinished message failed too
-        "bytes": {"sent": sum(p.size for p in outcome.posted.values()), "delivered": delivered, "verified": verified},
+        "messages": {"sent": total.sent, "completed": completed,
+                     "failed": total.sent - completed},  # an unfinished message failed too
+        "bytes": {"sent": total.bytes_sent, "delivered": delivered, "verified": verified},
         "packets": {k: sum(c.get(k, 0) for c in counters) for k in PACKET_KEYS},
         "paths": {k: sum(c.get(k, 0) for c in counters) for k in PATH_KEYS},
     }
@@ -149,12 +148,30 @@ def write(out_dir: Path, doc: dict) -> None:
                              for i in range(len(series[names[0]])))
 
 
-def write_messages(out_dir: Path, rows: list[list]) -> None:
-    """messages.csv: one row per posted message, for completion-time distributions."""
-    with open(out_dir / "messages.csv", "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["step", "src", "dst", "bytes", "posted_s", "delivered_s", "status"])
-        writer.writerows(rows)
+MESSAGE_COLUMNS = ["step", "src", "dst", "bytes", "posted_s", "delivered_s", "status"]
+
+
+class MessageLog:
+    """messages.csv, written as the run goes: one row per message as it completes or fails (the rest at the end,
+    unfinished), so a long run holds none of them and a killed one keeps what it wrote."""
+
+    FLUSH_EVERY = 256
+
+    def __init__(self, path: Path) -> None:
+        self._file = open(path, "w", newline="")  # noqa: SIM115  open for the run's life; close() ends it
+        self._writer = csv.writer(self._file)
+        self._writer.writerow(MESSAGE_COLUMNS)
+        self._pending = 0
+
+    def write(self, row: list) -> None:
+        self._writer.writerow(row)
+        self._pending += 1
+        if self._pending >= self.FLUSH_EVERY:
+            self._file.flush()
+            self._pending = 0
+
+    def close(self) -> None:
+        self._file.close()
 
 
 def what_ran(scenario) -> dict:

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import math
 
-from ..addressing import conn_hosts
 from ..spec import Scenario, Workload
 from ..workload import Transfer, ideal_step_seconds
-from .outcome import Outcome
+from .outcome import Outcome, Totals
 from .results import percentile
 
 TOTAL = "total"
@@ -31,25 +30,24 @@ def ideal_stream_bps(w: Workload, scenario: Scenario) -> float:
 
 
 def timeseries(scenario: Scenario, outcome: Outcome) -> dict | None:
-    """{bin_s, "<src>>dst>": [bit/s per bin], ..., total: [...]} over every stream; None without streams. The bins
-    cover the longest stream's duration at the first stream's bin width."""
+    """{bin_s, "<src>><dst>": [bit/s per bin], ..., total: [...]} over every stream; None without streams. The bins
+    cover the longest stream's duration at the first stream's bin width (every stream's, when they agree)."""
     streams = [i for i, w in enumerate(scenario.workloads) if w.stream]
     if not streams:
         return None
-    first = scenario.workloads[streams[0]]
-    bin_s = first.bin_s
-    count = math.ceil(max(scenario.workloads[i].duration_s for i in streams) / bin_s - 1e-9)
+    bin_s = scenario.workloads[streams[0]].bin_s
+    count = max(outcome.binning[i].count for i in streams if i in outcome.binning) if outcome.binning else 0
     names = scenario.topology.host_names
     series: dict[str, list[float]] = {pair_key(*f): [0.0] * count for i in streams for f in scenario.workloads[i].flows}
     total = [0.0] * count
-    for key, delivery in outcome.delivered.items():
-        if outcome.workload_of.get(key) not in streams or not delivery.verified:
-            continue
-        slot = int((delivery.t - outcome.t0) / bin_s)
-        if 0 <= slot < count:
-            src, dst = conn_hosts(key.conn)
-            series[pair_key(names[src], names[dst])][slot] += delivery.bytes
-            total[slot] += delivery.bytes
+    for (workload, src, dst), values in outcome.bins.items():
+        width = outcome.binning[workload].bin_s
+        pair = series[pair_key(names[src], names[dst])]
+        for slot, n in enumerate(values):
+            at = int(slot * width / bin_s + 1e-9)  # a stream binned finer or coarser lands in the shared bins
+            if at < count:
+                pair[at] += n
+                total[at] += n
     scale = 8 / bin_s
     out: dict = {"bin_s": bin_s}
     for name, values in {**series, TOTAL: total}.items():
@@ -61,19 +59,17 @@ def rows(scenario: Scenario, outcome: Outcome, series: dict | None) -> list[dict
     """One row per workload: its messages and bytes, and its steps (a collective) or bins (a stream)."""
     out = []
     for index, w in enumerate(scenario.workloads):
-        keys = [k for k, i in outcome.workload_of.items() if i == index]
-        completed = sum(1 for k in keys if outcome.status(k) == "completed")
-        delivered = sum(outcome.delivered[k].bytes for k in keys if k in outcome.delivered)
+        t = outcome.totals.get(index, Totals())
         row: dict = {"name": w.name, "pattern": w.pattern, "connections": w.connections,
-                     "messages": {"sent": len(keys), "completed": completed, "failed": len(keys) - completed},
-                     "bytes_delivered": delivered}
+                     "messages": {"sent": t.sent, "completed": t.completed, "failed": t.sent - t.completed},
+                     "bytes_delivered": t.delivered}
         if w.stream:
-            row.update(_stream_figures(w, scenario, outcome, series, keys))
+            row.update(_stream_figures(w, scenario, t, series))
         else:
             steps = outcome.workload_steps.get(w.name, [])
             durations = [s.duration_s for s, _ in steps]
             wall = max(outcome.wall_s, 1e-9)
-            row.update(steps=len(steps), goodput_bps=round(delivered * 8 / wall, 1),
+            row.update(steps=len(steps), goodput_bps=round(t.delivered * 8 / wall, 1),
                        goodput_fraction=round(sum(i for _, i in steps) / wall, 4) if steps else 0.0,
                        step_time_s={"p50": round(percentile(durations, 50), 6),
                                     "p100": round(max(durations, default=0.0), 6)})
@@ -81,13 +77,11 @@ def rows(scenario: Scenario, outcome: Outcome, series: dict | None) -> list[dict
     return out
 
 
-def _stream_figures(w: Workload, scenario: Scenario, outcome: Outcome, series: dict | None, keys: list) -> dict:
+def _stream_figures(w: Workload, scenario: Scenario, t: Totals, series: dict | None) -> dict:
     """Goodput over the stream's duration, as bit/s and as a share of its ideal rate, and the lowest bin's share
     (bins after the first, which holds the start-up, and within the duration)."""
     ideal = ideal_stream_bps(w, scenario)
-    inside = sum(outcome.delivered[k].bytes for k in keys if k in outcome.delivered and outcome.delivered[k].verified
-                 and outcome.delivered[k].t - outcome.t0 < w.duration_s)
-    goodput = inside * 8 / w.duration_s
+    goodput = t.in_window * 8 / w.duration_s
     bins: list[float] = []
     if series is not None:
         width = series["bin_s"]

@@ -4,7 +4,7 @@ from dataclasses import asdict
 import pytest
 
 from mrclab.metrics import avoid, expectations, fidelity
-from mrclab.metrics.outcome import Delivery, EvChange, MessageKey, Outcome, Posted, Step
+from mrclab.metrics.outcome import Delivery, EvChange, MessageKey, Outcome, Step
 from mrclab.routing import ROUTINGS
 from mrclab.spec import topology as topology_mod
 
@@ -184,17 +184,23 @@ def test_fidelity_flags_packets_the_emulator_dropped():
 
 def test_a_message_still_out_when_the_run_stops_counts_as_failed():
     from mrclab.metrics import results as results_mod
-    o = Outcome(t0=0.0, t_end=1.0, steps=[Step(0, 0.0, 0.5)], ideal_s=[0.25])
-    o.posted = {MessageKey(c, 0): Posted(100, 0.0) for c in (1, 2, 3)}
-    o.delivered = {(1, 0): Delivery(0.5, 100, True), (3, 0): Delivery(0.6, 100, True)}
-    o.completed = {(1, 0): 0.7}     # (3, 0) delivered but never acknowledged: still out
-    o.failed = {(2, 0): "retries_exhausted"}
-    assert [o.status(k) for k in sorted(o.posted)] == ["completed", "failed", "unfinished"]
+    rows = []
+    o = Outcome(t0=0.0, t_end=1.0, steps=[Step(0, 0.0, 0.5)], ideal_s=[0.25], rows=rows.append)
+    for c in (1, 2, 3):
+        o.post(MessageKey(c, 0), 100, 0.0)
+    o.deliver(MessageKey(1, 0), Delivery(0.5, 100, True), 0, 1)
+    o.deliver(MessageKey(3, 0), Delivery(0.6, 100, True), 0, 3)  # delivered but never acknowledged: still out
+    o.complete(MessageKey(1, 0), 0.7)
+    o.fail(MessageKey(2, 0), "retries_exhausted")
+    assert [o.status(MessageKey(c, 0)) for c in (1, 2, 3)] == ["completed", "failed", "unfinished"]
+    assert list(o.posted) == [MessageKey(3, 0)]  # what finished is forgotten, its row written
     s = results_mod.summary(o, {})
     assert s["messages"] == {"sent": 3, "completed": 1, "failed": 2}
     # a step ends when its last message is delivered and acknowledged: (1, 0)'s acknowledgement at 0.7
-    assert o.finished_at([(1, 0), (3, 0)]) == 0.7 and o.finished_at([(2, 0)]) is None
+    assert o.ends == {MessageKey(1, 0): 0.7}
     assert s["bytes"] == {"sent": 300, "delivered": 200, "verified": 200}
+    o.close()
+    assert [r[-1] for r in rows] == ["completed", "failed", "unfinished"] and rows[0][5] == 0.5
 
 
 def test_loaded_rtt_percentiles_come_from_every_agents_samples():

@@ -9,7 +9,7 @@ from mrclab.errors import UsageError
 from mrclab.execution import qp_bases, warm_pairs
 from mrclab.metrics import expectations
 from mrclab.metrics import workloads as wl
-from mrclab.metrics.outcome import Delivery, MessageKey, Outcome, Posted
+from mrclab.metrics.outcome import Bins, Delivery, MessageKey, Outcome
 from mrclab.spec import scenario as scenario_mod
 
 STREAM = {"pattern": "stream", "pairs": [["h0", "h2"]], "bidirectional": True, "duration": "1s",
@@ -76,21 +76,20 @@ def test_concurrent_workloads_use_qps_of_their_own(tmp_path):
 
 def test_timeseries_bins_verified_bytes_by_delivery_time_and_per_workload_checks_read_them(tmp_path):
     s = load(tmp_path, {"workload": {**STREAM, "connections": 1, "expect": {"min_bin_fraction": 0.5}}})
-    o = Outcome(t0=100.0, t_end=101.0)
+    o = Outcome(t0=100.0, t_end=101.0, binning={0: Bins(0.1, 10, 1.0)})
     there, back = conn_id(0, 2), conn_id(2, 0)
     for msg, (conn, t, verified) in enumerate([(there, 100.05, True), (there, 100.15, True), (back, 100.15, True),
                                                (back, 100.55, False), (there, 101.2, True)]):
         key = MessageKey(conn, msg)
-        o.posted[key] = Posted(1000, 100.0)
-        o.delivered[key] = Delivery(t, 1000, verified)
-        o.completed[key] = t
-        o.workload_of[key] = 0
+        o.post(key, 1000, 100.0, 0)
+        o.deliver(key, Delivery(t, 1000, verified), *conn_hosts(conn))
+        o.complete(key, t)
     series = wl.timeseries(s, o)
     assert series["bin_s"] == 0.1 and len(series["total"]) == 10
     assert series["h0>h2"][:2] == [80000.0, 80000.0] and series["h2>h0"][1] == 80000.0
     assert series["total"][1] == 160000.0 and series["total"][5] == 0.0  # an unverified transfer counts nothing
     row = wl.rows(s, o, series)[0]
-    assert row["messages"] == {"sent": 5, "completed": 5, "failed": 0}
+    assert row["messages"] == {"sent": 5, "completed": 4, "failed": 1}  # bytes that did not match: failed
     assert row["min_bin_fraction"] == 0.0
     (check,) = expectations.evaluate_workload(s.workload.expect, row)
     assert check["name"] == "stream.min_bin_fraction" and check["ok"] is False
