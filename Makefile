@@ -5,7 +5,7 @@ PY := .venv/bin/python
 MRCLAB := .venv/bin/mrclab
 LAB ?= scenarios/quickstart.yaml
 
-.PHONY: setup venv lab test unit lint typecheck integration bench clean check fresh-test screenshots vm-setup vm-build vm-test
+.PHONY: paper paper-quick setup venv lab test unit lint typecheck integration bench clean check fresh-test screenshots vm-setup vm-build vm-test
 
 setup:
 	@bash vagrant/provision.sh
@@ -32,6 +32,13 @@ typecheck: venv
 
 integration: setup
 	$(PY) -m pytest -q tests/integration
+
+# the paper suite: every experiment of ../shared/PAPER.md the lab holds (docs/paper.md), not in `make test`
+paper: setup
+	$(MRCLAB) paper
+
+paper-quick: setup
+	$(MRCLAB) paper --quick
 
 check: setup
 	$(MRCLAB) check

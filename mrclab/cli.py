@@ -219,12 +219,7 @@ def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], capture:
     if identity or known_hosts or accept_new_host_key:
         raise UsageError("--identity, --known-hosts and --accept-new-host-key go with --target")
     target_dir = results_dir(spec.name, out_dir)
-    require_environment()
-    others = runstate.live_runs()
-    if others and not allow_concurrent:
-        raise EnvironmentNotReady(f"another mrclab run is live on this machine ({', '.join(others[:3])}): two labs "
-                                  "share the CPU and neither measures the emulated network alone; wait for it, or "
-                                  "pass --allow-concurrent (both runs' fidelity is then not ok)")
+    require_lab(allow_concurrent)
     if spec.capture.on:
         capture_mod.tool("dumpcap")
     from . import runner
@@ -235,6 +230,98 @@ def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], capture:
     else:
         _print_summary(doc, target_dir)
     if expectations.failed(doc["expectations"]):
+        sys.exit(1)
+
+
+def require_lab(allow_concurrent: bool = False) -> None:
+    """The machine can run a lab, and no other run is using it (unless the user allows it)."""
+    require_environment()
+    others = runstate.live_runs()
+    if others and not allow_concurrent:
+        raise EnvironmentNotReady(f"another mrclab run is live on this machine ({', '.join(others[:3])}): two labs "
+                                  "share the CPU and neither measures the emulated network alone; wait for it, or "
+                                  "pass --allow-concurrent (both runs' fidelity is then not ok)")
+
+
+@cli.command()
+@click.argument("scenario")
+@click.option("--grid", "grid", multiple=True, metavar="KEY=V1,V2,...",
+              help="A scenario key (as --set) and the values it takes; several make a grid of every combination.")
+@click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
+              help="Runs per point, with seeds seed, seed+1, ... (unless seed is on the grid).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key at every point.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Sweep folder (default results/sweep-<name>-<UTC timestamp>/); give an earlier one to resume it.")
+def sweep(scenario: str, grid: tuple[str, ...], repeat: int, overrides: tuple[str, ...], out_dir: str | None) -> None:
+    """Run a grid of one scenario with repetitions; write runs.csv and summary.csv (median, 95% interval)."""
+    from . import sweep as sweep_mod
+    from .spec import scenario as scenario_mod
+
+    base = scenario_mod.load(scenario, list(overrides))
+    plan = sweep_mod.Plan(str(scenario_mod.resolve_path(scenario)), sweep_mod.Grid.parse(list(grid)), repeat,
+                          tuple(overrides), base.seed)
+    plan.check()
+    text = Path(plan.scenario).read_text()
+    root = Path(out_dir) if out_dir else results_dir(f"sweep-{base.name}", None)
+    record = root / "sweep.json"
+    if record.is_file() and not record.is_symlink():
+        if json.loads(record.read_text()) != plan.to_dict(text):
+            raise UsageError(f"--out {root}: holds another sweep (sweep.json differs): give a new folder")
+    else:
+        empty_out(root)
+    require_lab()
+    root.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(plan.to_dict(text), indent=2) + "\n")
+    from . import runner
+
+    def run_one(folder: Path, sets: list[str]) -> None:
+        runner.run_scenario(scenario_mod.load(plan.scenario, sets), folder, console=err,
+                            overrides=override_map(tuple(sets)))
+
+    rows = sweep_mod.execute(plan, root, run_one, lambda line: err.print(escape(line), soft_wrap=True))
+    failed = sum(1 for r in rows if r["status"] != "completed")
+    out.print(f"sweep: {len(rows)} runs ({failed} not completed); {root / 'runs.csv'}, {root / 'summary.csv'}")
+    if failed:
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("--only", metavar="ID,...", help="Only these claims, e.g. 9a,16.")
+@click.option("--quick", is_flag=True, help="The quick subset (a few minutes).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Folder (default results/paper-<UTC timestamp>/); give an earlier one to finish it.")
+def paper(only: str | None, quick: bool, out_dir: str | None) -> None:
+    """Run the paper suite: MRC's published experiments at the lab's scale, judged claim by claim (paper.md)."""
+    from . import paper as paper_mod
+    from .spec import scenario as scenario_mod
+
+    claims = paper_mod.select(only, quick)
+    root = Path(out_dir) if out_dir else results_dir("paper", None)
+    earlier = root.is_dir() and not root.is_symlink() and any(root.glob("*/results.json"))
+    if not earlier:
+        empty_out(root)
+    require_lab()
+    root.mkdir(parents=True, exist_ok=True)
+    from . import runner
+    for claim in claims:
+        for label, path, sets in claim.runs:
+            folder = root / f"{claim.id}-{label}"
+            if (folder / "results.json").exists():
+                continue
+            err.print(f"paper: {claim.id} {label}: {path.name} {' '.join(sets)}", soft_wrap=True)
+            try:
+                runner.run_scenario(scenario_mod.load(path, list(sets)), folder, console=err,
+                                    overrides=override_map(tuple(sets)))
+            except MrclabError as exc:
+                err.print(f"paper: {claim.id} {label} failed: {escape(str(exc))}", soft_wrap=True)
+    rows = [paper_mod.judge(claim, root) for claim in claims]
+    command = "mrclab paper" + (f" --only {only}" if only else "") + (" --quick" if quick else "")
+    (root / "paper.json").write_text(json.dumps(rows, indent=2) + "\n")
+    (root / "paper.md").write_text(paper_mod.markdown(rows, command, time.strftime("%Y-%m-%d", time.gmtime())))
+    for r in rows:
+        out.print(f"{r['id']:>6}  {r['verdict']:<15} {escape(r['lab'])}", soft_wrap=True)
+    out.print(f"paper: {root / 'paper.md'}")
+    if any(r["verdict"] in ("disagree", "not measured") for r in rows):
         sys.exit(1)
 
 

@@ -1,0 +1,181 @@
+"""The paper suite: MRC's published testbed experiments (../shared/PAPER.md, the paper's §5.2) at the lab's
+scale, one row per claim in `CLAIMS`, each judged from the results of real runs.
+
+A claim names its runs (a scenario and its --set values), the paper's outcome, the lab's figure read off
+the runs' results.json, a verdict (agree / disagree), and what differs from the paper's setup. `mrclab
+paper` runs them one after another into results/paper-<UTC>/ (a folder per run) and writes paper.md there;
+an experiment the lab cannot hold has a row that says why, and no runs.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .shipped import folder
+
+SCENARIOS = folder("scenarios")
+PAPER = SCENARIOS / "paper"
+Docs = dict[str, dict]  # run label -> its results.json
+Verdict = tuple[str, bool | None]  # (the lab's figure in words, agrees: None when it cannot say)
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    experiment: str
+    paper: str  # the paper's outcome
+    runs: tuple[tuple[str, Path, tuple[str, ...]], ...]  # (label, scenario file, --set values)
+    judge: Callable[[Docs], Verdict] | None
+    differs: str  # what differs from the paper's setup, and why the comparison holds (or does not)
+    quick: bool = False  # in --quick
+
+
+def _window_bins(doc: dict, start: float, end: float) -> list[float]:
+    """The stream's total bins lying wholly inside [start, end), as shares of its ideal rate."""
+    series, ideal = doc["timeseries"], doc["workloads"][0]["ideal_bps"]
+    width = series["bin_s"]
+    return [v / ideal for i, v in enumerate(series["total"]) if start <= i * width and (i + 1) * width <= end]
+
+
+def _fault_times(doc: dict, action: str) -> list[float]:
+    return [e["t_s"] for e in doc["events"] if e["action"] == action]
+
+
+def _steps_down(share: float) -> Callable[[Docs], Verdict]:
+    """A stream that loses `share` of its capacity at the first fault, and gets it back at the repair if any."""
+    def judge(docs: Docs) -> Verdict:
+        doc = docs["mrc"]
+        down = _fault_times(doc, "link_down") + _fault_times(doc, "switch_down")
+        up = _fault_times(doc, "link_up") + _fault_times(doc, "switch_up")
+        end = doc["workloads"][0]["duration_s"]
+        before = _window_bins(doc, 0.2, down[0])
+        during = _window_bins(doc, down[0] + 0.1, up[0] if up else end)
+        after = _window_bins(doc, up[0] + 0.2, end) if up else []
+        expected = (1 - share) * statistics.mean(before)
+        held = statistics.mean(during)
+        text = (f"before {statistics.mean(before):.0%} of ideal; during {held:.0%} (expected {expected:.0%}), "
+                f"worst bin {min(during):.0%}" + (f"; after the repair {statistics.mean(after):.0%}" if after else ""))
+        agree = abs(held - expected) <= 0.1 * statistics.mean(before) and (
+            not after or statistics.mean(after) >= 0.9 * statistics.mean(before))
+        return text + f"; {doc['summary']['messages']['failed']} failed", agree and not doc["summary"][
+            "messages"]["failed"]
+    return judge
+
+
+def _ecn(docs: Docs) -> Verdict:
+    on, off = docs["ecn"], docs["no-ecn"]
+    shares = [[w["goodput_bps"] / 25e6 for w in d["workloads"]] for d in (on, off)]
+    text = (f"ECN on: a {shares[0][0]:.0%}, b {shares[0][1]:.0%} of line rate, {on['summary']['ecn']['ev_skips']} "
+            f"ECN skips, {on['summary']['packets']['trimmed']} trims; off: a {shares[1][0]:.0%}, b "
+            f"{shares[1][1]:.0%}, {off['summary']['packets']['trimmed']} trims")
+    return text, min(shares[0]) >= 0.85 and sum(shares[0]) > sum(shares[1])
+
+
+def _qp_scaling(docs: Docs) -> Verdict:
+    mrc, one, many = (docs[k]["summary"]["goodput_fraction"] for k in ("mrc", "roce-1", "roce-16"))
+    single = docs["single-path"]["summary"]["goodput_fraction"]
+    fidelity = "" if docs["roce-16"]["fidelity"]["ok"] else " (16 QPs: fidelity not ok, a direction only)"
+    text = (f"share of ideal: MRC {mrc:.0%}, single-path 1 QP {single:.0%} ({single / mrc:.2f}x MRC), roce 1 QP "
+            f"{one:.0%}, roce 16 QP {many:.0%}{fidelity}")
+    return text, single < 0.75 * mrc and one < 0.75 * mrc and many > one
+
+
+def _victim(docs: Docs) -> Verdict:
+    def victim(doc: dict) -> float:
+        row = next(w for w in doc["workloads"] if w["name"] == "victim")
+        return row["goodput_bps"] / row["ideal_bps"]
+    mrc, roce = victim(docs["mrc"]), victim(docs["roce"])
+    return f"victim at {mrc:.0%} of its rate with MRC, {roce:.0%} with roce", mrc >= 0.9 and roce < mrc - 0.1
+
+
+def _permutation(*sets: str) -> tuple[str, ...]:
+    return ("topology=clos-1p-4l-4s", "workload.steps=10", *sets)
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim("9a", "a host's NIC links cut under a bidirectional stream",
+          "throughput steps down with each NIC link lost and back up when restored",
+          (("mrc", SCENARIOS / "nic-cut-stream.yaml", ()),), _steps_down(0.25),
+          "1 of 4 planes cut once (the paper: links of 8 planes one after another); 25 Mbit, 4 QPs", quick=True),
+    Claim("9b", "half of a NIC's links flapped together", "about half the bandwidth while down, back quickly",
+          (), None, "not run: a flap of several host cables at once needs one event per cable; 9a's single cut "
+          "shows the same step and recovery"),
+    Claim("9c", "leaf-spine links cut one after another under a cross-leaf stream", "minimal impact on throughput",
+          (("mrc", PAPER / "links-cut.yaml", ()),), _steps_down(0.0),
+          "6 links of 48 cut, one per 500 ms (the paper: 20, one per second)"),
+    Claim("10", "a leaf of one plane down", "steady state drops by that plane's share, stable on the rest",
+          (("mrc", PAPER / "leaf-down.yaml", ()),), _steps_down(0.25), "4 planes (the paper: 8)"),
+    Claim("11", "a spine of one plane down, then restored", "no steady-state loss of bandwidth",
+          (("mrc", PAPER / "spine-down.yaml", ()),), _steps_down(0.0), "4 spines per plane"),
+    Claim("12-13", "16 EVs, one path dropping 20%", "that EV goes inactive at once, a spare takes over, line rate",
+          (), None, "not run here: `lossy-link` shows random loss and a blackhole being mapped out"),
+    Claim("14", "two flows, the second forced onto the first's EV", "ECN moves the first flow; both near line rate",
+          (("ecn", SCENARIOS / "ecn-shared-link.yaml", ()),
+           ("no-ecn", SCENARIOS / "ecn-shared-link.yaml", ("topology.links.ecn=false",))), _ecn,
+          "1 plane, 2 spines, 25 Mbit; the lab's MRC also moves off a queued path by trims and path holds, so "
+          "the ECN-off contrast is smaller", quick=True),
+    Claim("16", "ring/permutation collectives, RoCE 1 and 16 QPs against MRC",
+          "RoCE 1 QP about half of what is possible; 16 QPs help; MRC beats both",
+          (("mrc", SCENARIOS / "permutation.yaml", _permutation("transport=mrc")),
+           ("single-path", SCENARIOS / "permutation.yaml", _permutation("transport=single-path")),
+           ("roce-1", SCENARIOS / "permutation.yaml", _permutation("transport=roce")),
+           ("roce-16", SCENARIOS / "permutation.yaml", _permutation("transport=roce", "workload.connections=16"))),
+          _qp_scaling, "a permutation of 8 hosts on one plane, 1 MiB per step, no PFC (roce meets drops a PFC "
+          "fabric would pause); no loss sweep"),
+    Claim("17", "all-to-all, same sizes and losses", "MRC beats RoCE at every size", (), None,
+          "not run here: the message-size and loss sweep is `mrclab sweep` over all-to-all"),
+    Claim("18", "cross-spine incast plus a victim flow into the receiver's rack",
+          "RoCE: the victim loses about 25%; MRC: the victim is unaffected",
+          (("mrc", SCENARIOS / "incast-victim.yaml", ()), ("roce", SCENARIOS / "incast-victim.yaml",
+                                                          ("transport=roce",))), _victim,
+          "5-to-1 (the paper: 7-to-1), 1 plane of 4 racks, 25 Mbit, no PFC", quick=True),
+)
+
+
+def select(only: str | None, quick: bool) -> list[Claim]:
+    """The claims to run: ``--only 9a,16``, or the quick ones, or all."""
+    if only:
+        wanted = [w.strip() for w in only.split(",") if w.strip()]
+        known = {c.id for c in CLAIMS}
+        unknown = [w for w in wanted if w not in known]
+        if unknown:
+            from .errors import UsageError
+            raise UsageError(f"--only {unknown[0]!r}: no such claim; claims: {', '.join(c.id for c in CLAIMS)}")
+        return [c for c in CLAIMS if c.id in wanted]
+    return [c for c in CLAIMS if c.quick or not quick]
+
+
+def judge(claim: Claim, root: Path) -> dict:
+    """The claim's row, from its runs' results in ``root``."""
+    row = {"id": claim.id, "experiment": claim.experiment, "paper": claim.paper, "differs": claim.differs,
+           "runs": [f"{claim.id}-{label}" for label, _, _ in claim.runs]}
+    if claim.judge is None:
+        return {**row, "lab": "-", "verdict": "not comparable"}
+    docs: Docs = {}
+    for label, _, _ in claim.runs:
+        try:
+            docs[label] = json.loads((root / f"{claim.id}-{label}" / "results.json").read_text())
+        except (OSError, ValueError):
+            return {**row, "lab": f"run {claim.id}-{label} left no results", "verdict": "not measured"}
+    try:
+        text, agree = claim.judge(docs)
+    except (KeyError, ValueError, TypeError, ZeroDivisionError, statistics.StatisticsError) as exc:
+        return {**row, "lab": f"could not be read: {type(exc).__name__}: {exc}", "verdict": "not measured"}
+    untrusted = [label for label, d in docs.items() if not d["fidelity"]["ok"]]
+    if untrusted:
+        text += f" [fidelity not ok: {', '.join(untrusted)}]"
+    return {**row, "lab": text, "verdict": {True: "agree", False: "disagree", None: "not comparable"}[agree]}
+
+
+def markdown(rows: list[dict], command: str, date: str) -> str:
+    lines = [f"# The paper suite: the lab against MRC's published experiments ({date})", "",
+             f"`{command}`; every figure is read off the run folders named in the last column.", "",
+             "| # | experiment | the paper | the lab | verdict | what differs | runs |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['id']} | {r['experiment']} | {r['paper']} | {r['lab']} | **{r['verdict']}** | "
+                     f"{r['differs']} | {', '.join(r['runs']) or '-'} |")
+    return "\n".join(lines) + "\n"
