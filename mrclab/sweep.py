@@ -154,8 +154,8 @@ def summary_table(plan: Plan, rows: list[dict]) -> list[dict]:
                                "fidelity_ok": sum(1 for r in done if r["fidelity_ok"])}
         for name in SUMMARIZED:
             values = [float(r[name]) for r in done if r[name] is not None and not math.isnan(float(r[name]))]
-            median, low, high = interval(values) if values else (None, None, None)
-            row.update({name: median, f"{name}_low": low, f"{name}_high": high})
+            figures = [round(v, 6) for v in interval(values)] if values else [None, None, None]
+            row.update({name: figures[0], f"{name}_low": figures[1], f"{name}_high": figures[2]})
         out.append(row)
     return out
 

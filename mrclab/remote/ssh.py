@@ -95,6 +95,13 @@ class Connection:
         transport = self.client.get_transport()
         transport.set_keepalive(KEEPALIVE_S)
         self._sftp: paramiko.SFTPClient | None = None
+        try:  # before anything is run or written there: mrclab copies every file over SFTP
+            self._sftp = self.client.open_sftp()
+        except (paramiko.SSHException, EOFError, OSError):
+            self.client.close()
+            raise EnvironmentNotReady(
+                f"target {target.spec}: its sshd offers no SFTP subsystem, which mrclab needs to copy files: add "
+                "`Subsystem sftp internal-sftp` to /etc/ssh/sshd_config there and reload sshd") from None
 
     def _connect(self, keys: list[str]) -> None:
         t = self.target

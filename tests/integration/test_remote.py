@@ -41,7 +41,7 @@ def keygen(path: Path) -> str:
 
 
 class Sshd:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, sftp: bool = True):
         self.root, self.port = root, free_port()
         host_pub = keygen(root / "host")
         keygen(root / "client")
@@ -53,7 +53,8 @@ class Sshd:
             f"Port {self.port}", "ListenAddress 127.0.0.1", f"HostKey {root}/host", f"PidFile {root}/sshd.pid",
             f"AuthorizedKeysFile {root}/authorized_keys", "PubkeyAuthentication yes", "PasswordAuthentication no",
             "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password", "AllowUsers root", "UsePAM no",
-            "StrictModes no", "Subsystem sftp internal-sftp", "MaxStartups 64", "LogLevel VERBOSE", ""]))
+            "StrictModes no", *(["Subsystem sftp internal-sftp"] if sftp else []), "MaxStartups 64",
+            "LogLevel VERBOSE", ""]))
         self.made_privsep = not Path("/run/sshd").exists()
         if self.made_privsep:
             os.mkdir("/run/sshd", 0o755)
@@ -247,3 +248,18 @@ def test_bad_targets_give_one_line_and_exit_3(sshd, tmp_path, case):
     line = one_line_exit_3(proc, fragment)
     if case == "no-mrclab":
         assert f"mrclab remote setup {target}" in line
+
+
+def test_a_target_without_sftp_is_refused_before_anything_is_written(tmp_path):
+    if not SSHD.exists():
+        pytest.skip("openssh-server is not installed (vagrant/provision.sh installs it)")
+    root = Path(tempfile.mkdtemp(prefix="mrs"))
+    server = Sshd(root, sftp=False)
+    try:
+        line = one_line_exit_3(mrclab(server, "remote", "setup", server.target),
+                               "its sshd offers no SFTP subsystem")
+        assert "Subsystem sftp internal-sftp" in line
+        assert not (root / "remote").exists()  # nothing was created on the target
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,49 @@
+"""The paper suite's table: every claim of PAPER.md has a row, its scenarios load, and judging reads results."""
+import json
+
+import pytest
+
+from mrclab import paper
+from mrclab.errors import UsageError
+from mrclab.spec.scenario import load
+
+
+def test_every_experiment_of_the_paper_has_a_row_and_every_run_loads():
+    assert [c.id for c in paper.CLAIMS] == ["9a", "9b", "9c", "10", "11", "12-13", "14", "16", "17", "18"]
+    for claim in paper.CLAIMS:
+        assert claim.differs and claim.paper
+        assert (claim.judge is None) == (not claim.runs), claim.id  # a row without runs says why
+        for _, path, sets in claim.runs:
+            load(path, list(sets))
+
+
+def test_only_and_quick_select_claims():
+    assert [c.id for c in paper.select("16,9a", False)] == ["9a", "16"]
+    assert {c.id for c in paper.select(None, True)} == {"9a", "14", "18"}
+    with pytest.raises(UsageError, match="--only '99': no such claim"):
+        paper.select("99", False)
+
+
+def stream_doc(totals, events, ideal=100.0, failed=0, ok=True):
+    return {"timeseries": {"bin_s": 0.5, "total": totals}, "workloads": [{"ideal_bps": ideal, "duration_s": 4.0}],
+            "events": events, "summary": {"messages": {"failed": failed}}, "fidelity": {"ok": ok}}
+
+
+def test_a_stream_that_steps_down_by_a_planes_share_and_back_agrees(tmp_path):
+    claim = next(c for c in paper.CLAIMS if c.id == "9a")
+    events = [{"action": "link_down", "t_s": 1.5}, {"action": "link_up", "t_s": 2.5}]
+    (tmp_path / "9a-mrc").mkdir()
+    doc = stream_doc([90, 90, 90, 70, 68, 69, 90, 90], events)
+    (tmp_path / "9a-mrc" / "results.json").write_text(json.dumps(doc))
+    row = paper.judge(claim, tmp_path)
+    assert row["verdict"] == "agree" and "during 68% (expected 68%)" in row["lab"]
+    doc = stream_doc([90, 90, 90, 10, 10, 10, 90, 90], events)  # lost everything: the paper says otherwise
+    (tmp_path / "9a-mrc" / "results.json").write_text(json.dumps(doc))
+    assert paper.judge(claim, tmp_path)["verdict"] == "disagree"
+
+
+def test_a_claim_without_results_is_not_measured_and_the_table_says_so(tmp_path):
+    rows = [paper.judge(c, tmp_path) for c in paper.CLAIMS if c.id in ("9a", "9b")]
+    assert [r["verdict"] for r in rows] == ["not measured", "not comparable"]
+    text = paper.markdown(rows, "mrclab paper", "2026-11-25")
+    assert "| 9a |" in text and "**not measured**" in text and "run 9a-mrc left no results" in text
