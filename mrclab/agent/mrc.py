@@ -82,6 +82,7 @@ ENOBUFS_RETRY = 0.0002
 IPV6_RECVERR = 25  # linux/in6.h; the socket module does not export it
 SO_RCVBUFFORCE = 33  # asm-generic/socket.h; root may exceed net.core.rmem_max
 ENTROPY_PORT_BASE = 49152  # RoCEv2's range for source-port entropy
+SPARE_FACTOR = 2  # EVs in a connection's pool per active EV (the MRC paper's QPs pick 128-256)
 
 Emit = Callable[[dict], None]
 
@@ -155,8 +156,11 @@ class MrcDatapath(Attached):
         self._payloads = payloads
         self._emit = emit
         paths = plan.paths_per_pair
+        # every path equally often, and as many again in reserve: a retired path's slots go to spares on the good
+        # paths of its plane, so each NIC keeps its share of the packets (its plane's link is the bottleneck)
         most = max([config.ev_count] + [c.ev_count for _, _, c in qp_configs])
-        self._ev_pool = list(range(-(-most // paths) * paths))  # every path equally often
+        self._hashed = -(-most // paths) * paths  # the EVs a single-path QP's flow hash picks among
+        self._ev_pool = list(range(SPARE_FACTOR * self._hashed))
         self._peers: dict[tuple[int, int], _Peer] = {}
         self._sources: dict[str, int] = {}  # source address -> peer host, -1 for a stranger
         self._dirty: list[_Peer] = []
@@ -557,7 +561,7 @@ class MrcDatapath(Attached):
         picks."""
         pool = self._ev_pool
         if config.single_path:
-            return [pool[flow_hash(self._host, peer, conn_id) % len(pool)]]
+            return [pool[flow_hash(self._host, peer, conn_id) % self._hashed]]
         return pool[:config.ev_count + config.ev_spares]
 
     def _plane_of(self, ev: int) -> int:
