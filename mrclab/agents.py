@@ -106,7 +106,9 @@ def qp_options(scenario: Scenario) -> list[list]:
 class Agents:
     """All agents of a run; `events` fills as `poll` reads their sockets."""
 
-    def __init__(self):
+    def __init__(self, sampled: tuple[str, ...] = ()):
+        """``sampled``: the counters a sampling round keeps (summed over agents); the rest of a reply is dropped."""
+        self.sampled = sampled
         self.controls: dict[str, AgentControl] = {}
         self.events: deque = deque()
         # round -> {"counters": {name: sum over agents}, "ev_states": {state: sum}, "agents": replies}: summed as the
@@ -158,13 +160,15 @@ class Agents:
                 return False
             self.poll(0.02)
 
-    @staticmethod
-    def _add_sample(row: dict, reply: dict) -> None:
-        for part in ("counters", "ev_states"):
-            sums = row[part]
-            for name, n in reply.get(part, {}).items():
-                if isinstance(n, int):
-                    sums[name] = sums.get(name, 0) + n
+    def _add_sample(self, row: dict, reply: dict) -> None:
+        counters, sums = reply.get("counters", {}), row["counters"]
+        for name in self.sampled:
+            if isinstance(counters.get(name), int):
+                sums[name] = sums.get(name, 0) + counters[name]
+        states = row["ev_states"]
+        for name, n in reply.get("ev_states", {}).items():
+            if isinstance(n, int):
+                states[name] = states.get(name, 0) + n
         row["agents"] += 1
 
     def sample(self, round_no: int) -> None:

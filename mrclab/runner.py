@@ -83,7 +83,7 @@ class _Run:
         self.state.out_dir = str(out_dir)
         self.state.save()
         write_status(out_dir, f"running: run {self.state.run_id}, runner pid {os.getpid()}, since {self.started_at}")
-        self.agents = Agents()
+        self.agents = Agents(sampled=results.PACKET_KEYS)
         self.header = start_record(scenario, self.state.run_id)
         self.stream = JsonlWriter(progress_jsonl) if progress_jsonl is not None else None
         if self.stream is not None:
