@@ -424,6 +424,8 @@ def compare(run_dirs: tuple[str, ...], plot_file: str, as_json: bool) -> None:
         for warning in compare_mod.warnings(runs):
             err.print(f"[yellow]warning: {escape(warning)}[/]", soft_wrap=True)
         out.print(compare_mod.table(runs))
+        for line in compare_mod.repetition_lines(compare_mod.repetitions(runs)):
+            out.print(escape(line), soft_wrap=True)
         out.print(f"plot: {target}", soft_wrap=True)
 
 

@@ -131,5 +131,54 @@ def figure(runs: list[Run]) -> Figure:
     return fig
 
 
+REPEATED = (("goodput fraction", lambda h: h["goodput_fraction"], "{:.1%}"),
+            ("step time p50", lambda h: h["step_time_s"]["p50"], "{:.4g} s"))
+"""The figures `repetitions` gives a median and a 95% interval of, with how each is shown."""
+
+
+def groups(runs: list[Run]) -> dict[str, list[Run]]:
+    """Runs that are repetitions of one another: the same scenario, transport, routing and --set values but the
+    seed; keyed by their shared label (with the --set values)."""
+    out: dict[str, list[Run]] = {}
+    for r in runs:
+        sets = {k: v for k, v in r.results.get("overrides", {}).items() if k != "seed"}
+        key = f"{r.name} · {r.results['transport']} · {r.results['routing']}" + (
+            " (" + ", ".join(f"{k}={v}" for k, v in sorted(sets.items())) + ")" if sets else "")
+        out.setdefault(key, []).append(r)
+    return out
+
+
+def repetitions(runs: list[Run]) -> list[dict]:
+    """Per group of repeated runs (two or more), the median and 95% interval of each `REPEATED` figure; and,
+    between every two groups, whether their intervals overlap (then the runs show no difference)."""
+    from ..sweep import interval
+    rows = []
+    for key, members in groups(runs).items():
+        if len(members) < 2:
+            continue
+        hs = headlines(members)
+        row: dict = {"runs": key, "n": len(members)}
+        for name, read, _ in REPEATED:
+            row[name] = interval([float(read(h)) for h in hs])
+        rows.append(row)
+    for a, b in ((a, b) for i, a in enumerate(rows) for b in rows[i + 1:]):
+        for name, _, _ in REPEATED:
+            if a[name][1] <= b[name][2] and b[name][1] <= a[name][2]:
+                a.setdefault("overlaps", []).append(f"{name} with {b['runs']}")
+    return rows
+
+
+def repetition_lines(rows: list[dict]) -> list[str]:
+    """`repetitions` in words, one line per group."""
+    lines = []
+    for row in rows:
+        figures = "; ".join(f"{name} {fmt.format(row[name][0])} [{fmt.format(row[name][1])}, "
+                            f"{fmt.format(row[name][2])}]" for name, _, fmt in REPEATED)
+        same = f"; intervals overlap (no difference shown): {', '.join(row['overlaps'])}" if "overlaps" in row else ""
+        lines.append(f"{row['runs']}: {row['n']} runs, median [95% interval] {figures}{same}")
+    return lines
+
+
 def document(runs: list[Run], plot_path: Path) -> dict:
-    return {"runs": headlines(runs), "plot": str(plot_path), "warnings": warnings(runs)}
+    return {"runs": headlines(runs), "plot": str(plot_path), "warnings": warnings(runs),
+            "repetitions": [{**r, **{name: list(r[name]) for name, _, _ in REPEATED}} for r in repetitions(runs)]}

@@ -142,3 +142,18 @@ def test_cli_compare_of_runs_in_several_folders_needs_out(two_runs, tmp_path):
     assert not list(tmp_path.rglob("compare.png"))
     result = mrclab("compare", str(two_runs[0]), str(moved), "--out", str(tmp_path / "both.png"), cwd=tmp_path)
     assert result.returncode == 0 and (tmp_path / "both.png").is_file()
+
+
+def test_repeated_runs_get_a_median_and_interval_and_overlaps_are_named(tmp_path):
+    for seed in (1, 2, 3):
+        make_run(tmp_path / f"mrc{seed}", seed=seed)
+        make_run(tmp_path / f"tcp{seed}", kind="ecmp", seed=seed)
+    runs = compare.load_all([str(tmp_path / d) for d in ("mrc1", "mrc2", "mrc3", "tcp1", "tcp2", "tcp3")])
+    rows = compare.repetitions(runs)
+    assert [r["n"] for r in rows] == [3, 3]
+    median, low, high = rows[0]["goodput fraction"]
+    assert low <= median <= high
+    lines = compare.repetition_lines(rows)
+    assert lines[0].startswith("link-failure · mrc · static-srv6: 3 runs, median [95% interval] goodput fraction")
+    single = compare.repetitions(runs[:1] + runs[3:4])
+    assert single == []  # one run of each: nothing to give an interval of
