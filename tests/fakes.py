@@ -17,5 +17,10 @@ class InboxSocket:
         ancdata = [(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, (tclass[0] if tclass else ECT0).to_bytes(4, "little"))]
         return datagram, ancdata, 0, source
 
+    def recvmsg_into(self, buffers, _ancsize):
+        datagram, ancdata, flags, source = self.recvmsg(0, 0)
+        buffers[0][:len(datagram)] = datagram
+        return len(datagram), ancdata, flags, source
+
     def close(self):
         pass

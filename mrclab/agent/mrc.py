@@ -169,6 +169,8 @@ class MrcDatapath(Attached):
         self._backlogs: dict[socket.socket, deque] = {sock: deque() for sock in senders}  # (address, datagram)
         self._blocked = 0  # backlogs holding datagrams
         self._starved: list[_Peer] = []  # peers not flushed while a backlog was blocked
+        self._rx_buffer = bytearray(65535)  # every datagram is read into this one (see on_readable)
+        self._rx_view = memoryview(self._rx_buffer)
         self._retry_at: float | None = None
         self._busy: set[_Peer] = set()  # peers with messages in flight: they share the host's pacing rate
         self._nic_down = 0  # bitmap of the planes whose NIC is down
@@ -210,8 +212,13 @@ class MrcDatapath(Attached):
     # -- network side --------------------------------------------------------------------------------
 
     def on_readable(self, sock: socket.socket) -> None:
+        """Read what is ready (up to RECV_BATCH datagrams) into the one reused buffer: a connection reads a
+        datagram during ``receive`` and keeps nothing of it (payload bytes are copied into their message), so no
+        datagram costs an allocation of its own, which would also fragment the heap of a long run."""
         now = time.monotonic()
-        recv = sock.recvmsg
+        recv = sock.recvmsg_into
+        into = [self._rx_buffer]
+        view = self._rx_view
         congested = ecn.congestion_experienced
         ancillary = ecn.ANCILLARY_SIZE
         sources = self._sources
@@ -219,7 +226,8 @@ class MrcDatapath(Attached):
         dirty = self._dirty
         for _ in range(RECV_BATCH):
             try:
-                data, ancdata, _flags, addr = recv(65535, ancillary)
+                size, ancdata, _flags, addr = recv(into, ancillary)
+                data = view[:size]
             except BlockingIOError:
                 return
             except OSError as err:
