@@ -111,9 +111,9 @@ class Agents:
         self.sampled = sampled
         self.controls: dict[str, AgentControl] = {}
         self.events: deque = deque()
-        # round -> {"counters": {name: sum over agents}, "ev_states": {state: sum}, "agents": replies}: summed as the
-        # replies come, so a long run keeps one small row per round, not every agent's whole reply
-        self.samples: dict[int, dict] = {}
+        # round -> [replies, sum of each `sampled` counter, ..., {EV state: sum}]: summed as the replies come, so a
+        # long run keeps one small row per round, not every agent's whole reply (`sample_row` reads one)
+        self.samples: dict[int, list] = {}
         self.marks: dict[str, dict[int, int]] = {}      # counter -> millisecond slot -> count, over all agents
         self.selector = selectors.DefaultSelector()
 
@@ -160,20 +160,27 @@ class Agents:
                 return False
             self.poll(0.02)
 
-    def _add_sample(self, row: dict, reply: dict) -> None:
-        counters, sums = reply.get("counters", {}), row["counters"]
-        for name in self.sampled:
+    def _add_sample(self, row: list, reply: dict) -> None:
+        counters = reply.get("counters", {})
+        for i, name in enumerate(self.sampled, 1):
             if isinstance(counters.get(name), int):
-                sums[name] = sums.get(name, 0) + counters[name]
-        states = row["ev_states"]
+                row[i] += counters[name]
+        states = row[-1]
         for name, n in reply.get("ev_states", {}).items():
             if isinstance(n, int):
                 states[name] = states.get(name, 0) + n
-        row["agents"] += 1
+        row[0] += 1
+
+    def sample_row(self, round_no: int) -> tuple[int, dict[str, int], dict[str, int]] | None:
+        """(agents that answered, counters summed over them, EV states summed) of a sampling round."""
+        row = self.samples.get(round_no)
+        if row is None:
+            return None
+        return row[0], dict(zip(self.sampled, row[1:-1], strict=True)), row[-1]
 
     def sample(self, round_no: int) -> None:
         """Ask every agent for its stats without waiting; replies land in `samples[round_no]`."""
-        self.samples[round_no] = {"counters": {}, "ev_states": {}, "agents": 0}
+        self.samples[round_no] = [0] * (1 + len(self.sampled)) + [{}]
         for agent in self.controls.values():
             agent.sampling[agent.send("stats")] = round_no
 

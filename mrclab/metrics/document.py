@@ -3,6 +3,7 @@ assembled in one place; `results` computes the parts and writes the files."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..actions import mends_cut
@@ -24,7 +25,7 @@ class Lab:
 
     datapath: tuple[str, str]  # name, and which flavour and why
     stats: dict[str, dict]  # host -> its agent's stats reply
-    samples: dict[int, dict]  # sampling round -> counters and EV states summed over agents (Agents.samples)
+    samples: Callable[[int], tuple | None]  # sampling round -> (agents, counters, EV states) summed (Agents.sample_row)
     marks: dict[str, dict[int, int]]  # counter -> millisecond slot -> count
     links: list[dict]
     controller: dict

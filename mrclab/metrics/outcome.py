@@ -17,20 +17,20 @@ class MessageKey(NamedTuple):
     msg: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Posted:
     size: int
     at: float  # monotonic
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Delivery:
     t: float  # monotonic, as the receiver's agent saw it
     bytes: int
     verified: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Step:
     index: int
     start_s: float
@@ -58,7 +58,7 @@ class Fired:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Unfired:
     """An event placed after the workload ended."""
 
@@ -68,7 +68,7 @@ class Unfired:
     t_s: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EvChange:
     t_s: float
     host: str
@@ -80,7 +80,7 @@ class EvChange:
     new: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NicChange:
     """A host's NIC on a plane went down (lost its link) or came back, as ``seen_by`` heard of it: the host itself
     (netlink), or a peer (the bitmap in the host's SACKs)."""

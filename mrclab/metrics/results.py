@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from ..agent.mrc import MARK_BIN_S
@@ -107,16 +108,16 @@ def link_drops(links: list[dict]) -> dict:
     return {key: sum(link.get(key, 0) for link in links) for key in DROP_KEYS}
 
 
-def series(sample_times: dict[int, float], samples: dict[int, dict]) -> list[dict]:
-    """Counters and EV states summed over agents (`Agents.samples`), one row per sampling round any agent
+def series(sample_times: dict[int, float], sample: Callable[[int], tuple | None]) -> list[dict]:
+    """Counters and EV states summed over agents (`Agents.sample_row`), one row per sampling round any agent
     answered."""
     rows = []
     for round_no, t in sorted(sample_times.items()):
-        summed = samples.get(round_no)
-        if not summed or not summed["agents"]:
+        summed = sample(round_no)
+        if summed is None or not summed[0]:
             continue
-        rows.append({"t_s": t, **{k: summed["counters"].get(k, 0) for k in PACKET_KEYS},
-                     "ev_states": dict(summed["ev_states"])})
+        _, counters, states = summed
+        rows.append({"t_s": t, **{k: counters.get(k, 0) for k in PACKET_KEYS}, "ev_states": dict(states)})
     return rows
 
 

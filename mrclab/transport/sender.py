@@ -106,6 +106,9 @@ class _TxMessage:
         self.unacked = 0
 
 
+_RELEASED = _TxMessage(0, memoryview(b""))  # what a done transmission points at instead of its message
+
+
 class _TxPacket:
     """One transmission of one PSN."""
 
@@ -129,13 +132,16 @@ class _TxPacket:
         self.prev: _TxPacket | None = None  # the transmission this one retransmits
 
     def resend(self, ev: Ev) -> _TxPacket:
-        """The next transmission of this PSN, on ``ev``; this one is done."""
+        """The next transmission of this PSN, on ``ev``; this one is done, and lets go of its message: a done
+        transmission is kept only to tell which copy arrived (``Sender._ambiguous``), and must not hold a
+        message's bytes for as long as that memory lasts."""
         p = _TxPacket(self.psn, self.msg, self.offset, self.length, self.flags | RETX, ev)
         p.tries = self.tries + 1
         p.losses = self.losses
         p.prev = self
         self.state = _DONE
         self.prev = None
+        self.msg = _RELEASED
         return p
 
 

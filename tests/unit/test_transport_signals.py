@@ -157,3 +157,17 @@ def test_trims_never_exhaust_retries_but_losses_do():
     stream(net, a, 64 << 10, depth=1)
     net.run(until=5.0)
     assert a.conn.failed
+
+
+def test_transmissions_kept_to_tell_copies_apart_hold_no_message_bytes():
+    """A long run resends now and then; the resent transmissions it keeps (up to a thousand, to learn from late
+    duplicates) must not keep their messages' bytes alive, or every resend pins a whole message."""
+    plan, links, net = fabric(reorder=0.05)
+    for link in links.values():
+        link.reorder_delay = 0.004
+    a, b = connect(net, plan, 0, 2, evs=range(16), ev_count=16)
+    stream(net, a, 256 << 10)
+    net.run(until=1.0)
+    kept = list(a.conn._tx._ambiguous.values())
+    assert a.conn.counters.retransmitted > 0 and kept, "no resend: the test proves nothing"
+    assert all(p.msg.length == 0 for p in kept)
