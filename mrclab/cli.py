@@ -300,20 +300,20 @@ def paper(only: str | None, quick: bool, out_dir: str | None) -> None:
     earlier = root.is_dir() and not root.is_symlink() and any(root.glob("*/results.json"))
     if not earlier:
         empty_out(root)
-    require_lab()
+    todo = [(claim, label, path, sets) for claim in claims for label, path, sets in claim.runs
+            if not (root / f"{claim.id}-{label}" / "results.json").exists()]
+    if todo:  # judging runs already there needs no lab
+        require_lab()
     root.mkdir(parents=True, exist_ok=True)
     from . import runner
-    for claim in claims:
-        for label, path, sets in claim.runs:
-            folder = root / f"{claim.id}-{label}"
-            if (folder / "results.json").exists():
-                continue
-            err.print(f"paper: {claim.id} {label}: {path.name} {' '.join(sets)}", soft_wrap=True)
-            try:
-                runner.run_scenario(scenario_mod.load(path, list(sets)), folder, console=err,
-                                    overrides=override_map(tuple(sets)))
-            except MrclabError as exc:
-                err.print(f"paper: {claim.id} {label} failed: {escape(str(exc))}", soft_wrap=True)
+    for claim, label, path, sets in todo:
+        folder = root / f"{claim.id}-{label}"
+        err.print(f"paper: {claim.id} {label}: {path.name} {' '.join(sets)}", soft_wrap=True)
+        try:
+            runner.run_scenario(scenario_mod.load(path, list(sets)), folder, console=err,
+                                overrides=override_map(tuple(sets)))
+        except MrclabError as exc:
+            err.print(f"paper: {claim.id} {label} failed: {escape(str(exc))}", soft_wrap=True)
     rows = [paper_mod.judge(claim, root) for claim in claims]
     command = "mrclab paper" + (f" --only {only}" if only else "") + (" --quick" if quick else "")
     (root / "paper.json").write_text(json.dumps(rows, indent=2) + "\n")

@@ -48,7 +48,7 @@ def _steps_down(share: float) -> Callable[[Docs], Verdict]:
     """A stream that loses `share` of its capacity at the first fault, and gets it back at the repair if any."""
     def judge(docs: Docs) -> Verdict:
         doc = docs["mrc"]
-        down = _fault_times(doc, "link_down") + _fault_times(doc, "switch_down")
+        down = sorted(_fault_times(doc, "link_down") + _fault_times(doc, "switch_down") + _fault_times(doc, "loss"))
         up = _fault_times(doc, "link_up") + _fault_times(doc, "switch_up")
         end = doc["workloads"][0]["duration_s"]
         before = _window_bins(doc, 0.2, down[0])
@@ -177,7 +177,7 @@ def judge(claim: Claim, root: Path) -> dict:
             return {**row, "lab": f"run {claim.id}-{label} left no results", "verdict": "not measured"}
     try:
         text, agree = claim.judge(docs)
-    except (KeyError, ValueError, TypeError, ZeroDivisionError, statistics.StatisticsError) as exc:
+    except (KeyError, IndexError, ValueError, TypeError, ZeroDivisionError, statistics.StatisticsError) as exc:
         return {**row, "lab": f"could not be read: {type(exc).__name__}: {exc}", "verdict": "not measured"}
     untrusted = [label for label, d in docs.items() if not d["fidelity"]["ok"]]
     if untrusted:
