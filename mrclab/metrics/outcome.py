@@ -6,7 +6,7 @@ are one frozen value per step, fired action, unfired event, EV state change and 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import NamedTuple
 
 from ..addressing import conn_hosts
@@ -234,11 +234,8 @@ class Outcome:
 
     def total(self) -> Totals:
         """Every workload's figures together."""
-        out = Totals()
-        for t in self.totals.values():
-            for name in ("sent", "completed", "bytes_sent", "delivered", "verified", "in_window"):
-                setattr(out, name, getattr(out, name) + getattr(t, name))
-        return out
+        names = [f.name for f in fields(Totals)]
+        return Totals(*(sum(getattr(t, name) for t in self.totals.values()) for name in names))
 
     @property
     def delivered_bytes(self) -> int:

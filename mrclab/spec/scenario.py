@@ -353,6 +353,16 @@ def _workload(w: Reader, topo: Topology, seed: int, where: str, default_transpor
     return Workload(pattern, hosts, message, steps, receiver, tuple(senders), **common)
 
 
+def derangement(hosts: tuple[str, ...], rng: random.Random) -> list[str]:
+    """The hosts shuffled so that none keeps its place: who each host sends to in a permutation (and in a stream
+    made from hosts, which pairs them as a permutation's first step)."""
+    while True:
+        order = list(hosts)
+        rng.shuffle(order)
+        if all(a != b for a, b in zip(hosts, order, strict=True)):
+            return order
+
+
 def _stream(w: Reader, topo: Topology, seed: int, **common: Any) -> Workload:
     """A stream's pairs are listed, or made from `hosts` by a seeded derangement (a permutation's first step)."""
     d = DEFAULTS["stream"]
@@ -364,13 +374,7 @@ def _stream(w: Reader, topo: Topology, seed: int, **common: Any) -> Workload:
         hosts = _hosts(w, "hosts", topo, DEFAULTS["workload"]["hosts"])
         if len(hosts) < 2:
             w.fail(w.key("hosts"), "a stream needs at least 2 hosts")
-        rng = random.Random(f"{seed}:0")
-        while True:
-            order = list(hosts)
-            rng.shuffle(order)
-            if all(a != b for a, b in zip(hosts, order, strict=True)):
-                break
-        pairs = tuple(zip(hosts, order, strict=True))
+        pairs = tuple(zip(hosts, derangement(hosts, random.Random(f"{seed}:0")), strict=True))
     message = w.get("message", size_bytes, size_bytes(d["message"]))
     if not 1 <= message <= 64 << 20:
         w.fail(w.key("message"), f"must be between 1 byte and 64MiB (one transfer of the stream), got {message}")

@@ -14,6 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from ..spec import Topology, Workload
+from ..spec.scenario import derangement
 
 
 @dataclass(frozen=True)
@@ -21,14 +22,6 @@ class Transfer:
     src: str
     dst: str
     size: int
-
-
-def _derangement(hosts: tuple[str, ...], rng: random.Random) -> list[str]:
-    while True:
-        order = list(hosts)
-        rng.shuffle(order)
-        if all(a != b for a, b in zip(hosts, order, strict=True)):
-            return order
 
 
 def step_transfers(workload: Workload, step: int, seed: int) -> list[Transfer]:
@@ -50,7 +43,7 @@ def step_transfers(workload: Workload, step: int, seed: int) -> list[Transfer]:
         return [Transfer(src, receiver, size) for src in workload.senders]
     if workload.pattern == "permutation":
         rng = random.Random(f"{seed}:{step}")
-        return [Transfer(src, dst, size) for src, dst in zip(hosts, _derangement(hosts, rng), strict=True)]
+        return [Transfer(src, dst, size) for src, dst in zip(hosts, derangement(hosts, rng), strict=True)]
     raise ValueError(f"unknown pattern {workload.pattern!r}")
 
 
