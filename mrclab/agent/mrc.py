@@ -449,8 +449,7 @@ class MrcDatapath(Attached):
         single-path connection (QP) has one NIC: it splits that NIC's rate with the others on its plane. NICs
         that are down carry nothing, so sprayed connections share the rate of those left."""
         planes = self._plan.planes
-        sprayed = [p for p in self._busy if not p.conn.config.single_path]
-        if sprayed:
+        if any(not p.conn.config.single_path for p in self._busy):  # sprayed ones over every NIC: an even share
             up = planes - bin(self._nic_down & ((1 << planes) - 1)).count("1")
             share = max(up, 1) / planes / max(1, len(self._busy))
             for p in self._busy:

@@ -7,13 +7,16 @@ from mrclab.report.summary import cpu_text
 
 
 def test_meter_counts_the_cpu_a_process_burns_between_start_and_stop():
-    program = ("import sys, time\nsys.stdin.readline()\n"
+    program = ("import sys, time\nprint('ready', flush=True)\nsys.stdin.readline()\n"
                "end = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
                "print('done', flush=True)\nsys.stdin.readline()")
     spin = subprocess.Popen([sys.executable, "-c", program],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    idle = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()"], stdin=subprocess.PIPE)
+    idle = subprocess.Popen([sys.executable, "-c", "import sys; print('ready', flush=True); sys.stdin.readline()"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
+        for proc in (spin, idle):  # the interpreters' own start-up is not the meter's to count
+            assert proc.stdout.readline() == "ready\n"
         meter = CpuMeter({spin.pid: "agent h0", idle.pid: "agent h1", 999_999_999: "ovs-vswitchd"})
         meter.start()
         spin.stdin.write("go\n")
