@@ -70,10 +70,13 @@ def test_mrc_moves_10_mib_over_every_path(agents, src, dst):
     stats = check_verified(clients, src, dst, sum(sizes))
     used = stats["last_send"][str(dst)]
     assert {PLAN.ev_path(int(ev)) for ev in used} == {(k, s) for k in range(PLAN.planes) for s in range(PLAN.spines)}
-    assert len(used) == 64  # every EV of the connection carried data
-    states = stats["ev_states"]
-    assert states["GOOD"] + states["SKIP"] == 64 and states["UNKNOWN"] == 64  # as many again in reserve
-    assert states["DENIED"] == 0 and stats["base_rtt_s"] > 0
+    states, counters = stats["ev_states"], stats["counters"]
+    assert sum(states.values()) == 128 and states["DENIED"] == 0 and stats["base_rtt_s"] > 0
+    if counters["paths_retired"] == 0:  # a busy machine can time a packet out, retiring its path to a spare
+        assert len(used) == 64  # every EV of the connection carried data
+        assert states["GOOD"] + states["SKIP"] == 64 and states["UNKNOWN"] == 64  # as many again in reserve
+    else:
+        assert 64 <= len(used) <= 128 and counters["ev_retired"] > 0
     print(json.dumps({"mrc": stats["counters"]}))
 
 
