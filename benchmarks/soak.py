@@ -54,9 +54,9 @@ def main() -> None:
                                "--set", f"duration_limit={int(args.minutes * 60 * 3)}s"],
                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     rows: list[tuple[float, float, float]] = []
-    start = time.monotonic()
+    start, agents = time.monotonic(), []
     while runner.poll() is None:
-        agents = agents_of(runner.pid)
+        agents = agents or agents_of(runner.pid)  # found once: the run record is read only until then
         mine, theirs = rss_mb(runner.pid), [m for m in map(rss_mb, agents) if m is not None]
         if agents and mine is not None and theirs:
             rows.append((time.monotonic() - start, mine, max(theirs)))

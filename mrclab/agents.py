@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,9 +29,11 @@ from .routing import DEFAULT as ROUTING_DEFAULT
 from .runstate import RunState
 from .spec import Scenario, Workload
 from .transport.config import TransportConfig
+from .transport.ev import EvState
 from .transports import DEFAULT as TRANSPORT_DEFAULT
 from .transports import TRANSPORTS
 
+EV_STATES = tuple(state.name for state in EvState)  # the columns of a sampling round's EV state sums
 
 def exit_text(code: int | None) -> str:
     """How a process ended, in words: "was killed by SIGKILL", "exited with code 2", "is still running"."""
@@ -111,9 +114,11 @@ class Agents:
         self.sampled = sampled
         self.controls: dict[str, AgentControl] = {}
         self.events: deque = deque()
-        # round -> [replies, sum of each `sampled` counter, ..., {EV state: sum}]: summed as the replies come, so a
-        # long run keeps one small row per round, not every agent's whole reply (`sample_row` reads one)
-        self.samples: dict[int, list] = {}
+        # one row per sampling round, [replies, replies with EV states, each `sampled` counter, each EV state],
+        # summed as the replies come into one flat array: a long run keeps a few bytes per round, not every
+        # agent's whole reply (`sample_row` reads one)
+        self._width = 2 + len(sampled) + len(EV_STATES)
+        self.samples = array("q")
         self.marks: dict[str, dict[int, int]] = {}      # counter -> millisecond slot -> count, over all agents
         self.selector = selectors.DefaultSelector()
 
@@ -160,29 +165,38 @@ class Agents:
                 return False
             self.poll(0.02)
 
-    def _add_sample(self, row: list, reply: dict) -> None:
-        counters = reply.get("counters", {})
-        for i, name in enumerate(self.sampled, 1):
+    def _add_sample(self, round_no: int, reply: dict) -> None:
+        row, counters, states = self.samples, reply.get("counters", {}), reply.get("ev_states")
+        at = round_no * self._width
+        row[at] += 1
+        for i, name in enumerate(self.sampled, at + 2):
             if isinstance(counters.get(name), int):
                 row[i] += counters[name]
-        states = row[-1]
-        for name, n in reply.get("ev_states", {}).items():
-            if isinstance(n, int):
-                states[name] = states.get(name, 0) + n
-        row[0] += 1
+        if isinstance(states, dict):
+            row[at + 1] += 1
+            for i, name in enumerate(EV_STATES, at + 2 + len(self.sampled)):
+                if isinstance(states.get(name), int):
+                    row[i] += states[name]
 
     def sample_row(self, round_no: int) -> tuple[int, dict[str, int], dict[str, int]] | None:
-        """(agents that answered, counters summed over them, EV states summed) of a sampling round."""
-        row = self.samples.get(round_no)
-        if row is None:
+        """(agents that answered, counters summed over them, EV states summed: none when no agent has EVs) of a
+        sampling round."""
+        at = round_no * self._width
+        if not 0 <= round_no < len(self.samples) // self._width:
             return None
-        return row[0], dict(zip(self.sampled, row[1:-1], strict=True)), row[-1]
+        row = self.samples[at:at + self._width]
+        counters = dict(zip(self.sampled, row[2:2 + len(self.sampled)], strict=True))
+        states = dict(zip(EV_STATES, row[2 + len(self.sampled):], strict=True)) if row[1] else {}
+        return row[0], counters, states
 
-    def sample(self, round_no: int) -> None:
-        """Ask every agent for its stats without waiting; replies land in `samples[round_no]`."""
-        self.samples[round_no] = [0] * (1 + len(self.sampled)) + [{}]
+    def sample(self) -> int:
+        """Ask every agent for its stats without waiting; returns the round's number (the next row), where the
+        replies are summed."""
+        round_no = len(self.samples) // self._width
+        self.samples.extend([0] * self._width)
         for agent in self.controls.values():
             agent.sampling[agent.send("stats")] = round_no
+        return round_no
 
     def call(self, host: str, op: str, timeout: float = 10.0, **fields) -> dict:
         agent = self.controls[host]
@@ -226,7 +240,7 @@ class Agents:
                         for slot, n in bins.items():
                             merged[int(slot)] = merged.get(int(slot), 0) + n
                     if message["id"] in agent.sampling:
-                        self._add_sample(self.samples[agent.sampling.pop(message["id"])], message)
+                        self._add_sample(agent.sampling.pop(message["id"]), message)
                     elif message["id"] in agent.unawaited:
                         conn, msg = agent.unawaited.pop(message["id"])
                         if not message.get("ok"):

@@ -148,6 +148,18 @@ def reach(target: str, identity: str | None, known_hosts: str | None, accept_new
 PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
 
 
+class _OutFolder(click.Path):
+    """An `--out` folder: an empty name is refused (it would mean the default folder, which nobody typed)."""
+
+    def convert(self, value, param, ctx):
+        if value == "":
+            self.fail("is empty: name a folder, or leave --out out for the default", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+OUT_FOLDER = _OutFolder(file_okay=False)
+
+
 def empty_out(path: Path, option: str = "--out") -> Path:
     """A folder results may go into: new, or empty and ours; never through a symbolic link; on a real file
     system that takes writes. Checked before anything is built, so a bad folder costs no lab."""
@@ -174,7 +186,7 @@ def empty_out(path: Path, option: str = "--out") -> Path:
 
 @cli.command()
 @click.argument("scenario")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Results directory "
+@click.option("--out", "out_dir", type=OUT_FOLDER, help="Results directory "
               "(default results/<name>-<UTC timestamp>/).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario key by dotted path.")
 @click.option("--capture", "capture", metavar="hosts|switches|all|LINK,...",
@@ -250,7 +262,7 @@ def require_lab(allow_concurrent: bool = False) -> None:
 @click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
               help="Runs per point, with seeds seed, seed+1, ... (unless seed is on the grid).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key at every point.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+@click.option("--out", "out_dir", type=OUT_FOLDER,
               help="Sweep folder (default results/sweep-<name>-<UTC timestamp>/); give an earlier one to resume it.")
 def sweep(scenario: str, grid: tuple[str, ...], repeat: int, overrides: tuple[str, ...], out_dir: str | None) -> None:
     """Run a grid of one scenario with repetitions; write runs.csv and summary.csv (median, 95% interval)."""
@@ -288,7 +300,7 @@ def sweep(scenario: str, grid: tuple[str, ...], repeat: int, overrides: tuple[st
 @cli.command()
 @click.option("--only", metavar="ID,...", help="Only these claims, e.g. 9a,16.")
 @click.option("--quick", is_flag=True, help="The quick subset (a few minutes).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+@click.option("--out", "out_dir", type=OUT_FOLDER,
               help="Folder (default results/paper-<UTC timestamp>/); give an earlier one to finish it.")
 def paper(only: str | None, quick: bool, out_dir: str | None) -> None:
     """Run the paper suite: MRC's published experiments at the lab's scale, judged claim by claim (paper.md)."""
@@ -523,7 +535,7 @@ def remote_setup(target: str, identity: str | None, known_hosts: str | None, acc
 @remote.command("fetch")
 @click.argument("target")
 @click.argument("run_id")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Where to put it (default results/RUN_ID/).")
+@click.option("--out", "out_dir", type=OUT_FOLDER, help="Where to put it (default results/RUN_ID/).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results document only.")
 @ssh_options
 def remote_fetch(target: str, run_id: str, out_dir: str | None, as_json: bool, identity: str | None,

@@ -132,8 +132,8 @@ class _Collective(_Driver):
             return
         ends = [o.ends.pop(k) for k in self.keys if k in o.ends]  # delivered *and* acknowledged: the step is over
         last = max(ends) if ends else time.monotonic()             # only then (a lost ACK stalls it as surely)
-        o.record_step(self.w.name, Step(self.step, round(self.started - o.t0, 6), round(last - self.started, 6)),
-                      self.ideal, first=self.index == 0)
+        o.record_step(self.w.name, Step(self.step, round(self.started - o.t0, 6), round(last - self.started, 6),
+                                        self.ideal), first=self.index == 0)
         if self.index == 0:
             self.ex.progress.last_step_s = last - self.started
         self._next_step()
@@ -228,11 +228,9 @@ class Execution:
     def _sample_due(self) -> None:
         o = self.outcome
         now = time.monotonic() - o.t0
-        last = max(o.sample_times.values(), default=-SAMPLE_INTERVAL_S)
-        if now - last >= SAMPLE_INTERVAL_S:
-            round_no = len(o.sample_times)
-            o.sample_times[round_no] = round(now, 6)
-            self.agents.sample(round_no)
+        if now - (o.sample_times[-1] if o.sample_times else -SAMPLE_INTERVAL_S) >= SAMPLE_INTERVAL_S:
+            o.sample_times.append(round(now, 6))
+            self.agents.sample()  # its round number is the index of this time
 
     def _drain_events(self) -> list[tuple[MessageKey, int]]:
         """Record the agents' events; the messages they finished (completed or failed), with their workloads."""

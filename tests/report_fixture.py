@@ -44,7 +44,7 @@ def _steps(kind, count, rng):
         d = BASE_STEP_S * rng.uniform(0.95, 1.08)
         if not hit and t + d > FAULT_AT:
             hit, d = True, 0.09 if kind == "mrc" else 2.3
-        out.append({"index": i, "start_s": round(t, 6), "duration_s": round(d, 6)})
+        out.append({"index": i, "start_s": round(t, 6), "duration_s": round(d, 6), "ideal_s": BASE_STEP_S * 0.8})
         t += d + 0.002
     return out
 

@@ -8,6 +8,8 @@ the end of the run), so later sends after repair do not count.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ..spec import Topology
 from ..spec.topology import node_parts
 from .outcome import EvChange
@@ -74,7 +76,7 @@ def avoid_seconds(topo: Topology, target: str, fault_t: float,
     return worst if touched else None
 
 
-def revive_seconds(topo: Topology, target: str, repaired_t_s: float, ev_changes: list[EvChange]) -> float | None:
+def revive_seconds(topo: Topology, target: str, repaired_t_s: float, ev_changes: Iterable[EvChange]) -> float | None:
     """From a repair to the first path through it that a sender brought back (probes succeeded):
     how soon the link carries traffic again. None when no sender had retired a path through it."""
     for change in sorted(ev_changes, key=lambda c: c.t_s):

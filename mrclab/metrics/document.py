@@ -43,8 +43,7 @@ def fidelity_inputs(outcome: Outcome, links: list[dict], stats: dict[str, dict],
     wall = outcome.wall_s
     held = max((link["tx_bytes"] * 8 / wall for link in links), default=0.0) if wall > 0 else 0.0
     return {"emulator_drops": sum(link["emulator_drops"] for link in links),
-            "goodput_fraction": sum(outcome.ideal_s[:len(outcome.steps)]) / wall if outcome.steps and wall > 0
-            else None,
+            "goodput_fraction": outcome.ideal_time_s / wall if outcome.steps and wall > 0 else None,
             "latency": latency_split(rtt_mean(results.rtt_histogram(stats)), results.base_rtt(stats), *queue_waits),
             "link_load": (held, float(max(topology.host_rate_bps, topology.fabric_rate_bps))) if links else None}
 

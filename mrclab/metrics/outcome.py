@@ -5,11 +5,13 @@ are one frozen value per step, fired action, unfired event, EV state change and 
 """
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import NamedTuple
 
 from ..addressing import conn_hosts
+from .records import Records
 
 
 class MessageKey(NamedTuple):
@@ -35,6 +37,7 @@ class Step:
     index: int
     start_s: float
     duration_s: float
+    ideal_s: float  # a perfect fabric's time for it
 
 
 @dataclass(frozen=True)
@@ -123,9 +126,8 @@ class Outcome:
 
     t0: float = 0.0
     t_end: float = 0.0
-    steps: list[Step] = field(default_factory=list)  # the first workload's (a collective's)
-    ideal_s: list[float] = field(default_factory=list)  # ... and a perfect fabric's time for each
-    workload_steps: dict[str, list[tuple[Step, float]]] = field(default_factory=dict)  # name -> (step, ideal_s)
+    steps: Records[Step] = field(default_factory=lambda: Records(Step))  # the first workload's (a collective's)
+    workload_steps: dict[str, Records[Step]] = field(default_factory=dict)  # every workload's, by name
     workload_of: dict[MessageKey, int] = field(default_factory=dict)  # a message out -> its workload's index
     posted: dict[MessageKey, Posted] = field(default_factory=dict)  # messages out
     delivered: dict[MessageKey, Delivery] = field(default_factory=dict)  # ... delivered, not yet acknowledged
@@ -138,19 +140,16 @@ class Outcome:
     rows: Callable[[list], None] | None = None  # messages.csv: one row as each message finishes
     fired: list[Fired] = field(default_factory=list)
     unfired: list[Unfired] = field(default_factory=list)
-    ev_changes: list[EvChange] = field(default_factory=list)
+    ev_changes: Records[EvChange] = field(default_factory=lambda: Records(EvChange))
     nic_changes: list[NicChange] = field(default_factory=list)
-    sample_times: dict[int, float] = field(default_factory=dict)  # sampling round -> t_s
+    sample_times: array = field(default_factory=lambda: array("d"))  # sampling round (index) -> t_s
     aborted: str | None = None
     # (from, to) -> DATA packets senders put into a downed hop
     sent_into_faults: dict[tuple[str, str], int] = field(default_factory=dict)
 
-    def record_step(self, workload: str, step: Step, ideal_s: float, *, first: bool) -> None:
-        """A finished step of the named workload; the first workload's also go to `steps` and `ideal_s`."""
-        if first:
-            self.steps.append(step)
-            self.ideal_s.append(ideal_s)
-        self.workload_steps.setdefault(workload, []).append((step, ideal_s))
+    def record_step(self, workload: str, step: Step, *, first: bool) -> None:
+        """A finished step of the named workload; the first workload's are `steps` as well."""
+        self.workload_steps.setdefault(workload, self.steps if first else Records(Step)).append(step)
 
     # -- a message's life ------------------------------------------------------------------------------
 
@@ -236,6 +235,11 @@ class Outcome:
         """Every workload's figures together."""
         names = [f.name for f in fields(Totals)]
         return Totals(*(sum(getattr(t, name) for t in self.totals.values()) for name in names))
+
+    @property
+    def ideal_time_s(self) -> float:
+        """A perfect fabric's time for the first workload's steps."""
+        return sum(self.steps.column("ideal_s"))
 
     @property
     def delivered_bytes(self) -> int:

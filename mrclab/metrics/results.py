@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..agent.mrc import MARK_BIN_S
@@ -44,11 +44,11 @@ def base_rtt(agent_stats: dict[str, dict]) -> float | None:
 
 
 def summary(outcome: Outcome, agent_stats: dict[str, dict]) -> dict:
-    durations = [s.duration_s for s in outcome.steps]
+    durations = outcome.steps.column("duration_s")
     wall = max(outcome.wall_s, 1e-9)
     total = outcome.total()
     delivered, verified, completed = total.delivered, total.verified, total.completed
-    ideal = sum(outcome.ideal_s[:len(outcome.steps)])
+    ideal = outcome.ideal_time_s
     counters = [s.get("counters", {}) for s in agent_stats.values()]
     hist = rtt_histogram(agent_stats)  # to read avoid_s in loaded RTTs
     loaded = {q: rtt_quantile(hist, q / 100) for q in (50, 99)}
@@ -108,11 +108,11 @@ def link_drops(links: list[dict]) -> dict:
     return {key: sum(link.get(key, 0) for link in links) for key in DROP_KEYS}
 
 
-def series(sample_times: dict[int, float], sample: Callable[[int], tuple | None]) -> list[dict]:
+def series(sample_times: Sequence[float], sample: Callable[[int], tuple | None]) -> list[dict]:
     """Counters and EV states summed over agents (`Agents.sample_row`), one row per sampling round any agent
-    answered."""
+    answered; ``sample_times`` holds each round's time."""
     rows = []
-    for round_no, t in sorted(sample_times.items()):
+    for round_no, t in enumerate(sample_times):
         summed = sample(round_no)
         if summed is None or not summed[0]:
             continue
@@ -132,8 +132,8 @@ def write(out_dir: Path, doc: dict) -> None:
     (out_dir / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
     with open(out_dir / "steps.csv", "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["index", "start_s", "duration_s"])
-        writer.writerows([s["index"], s["start_s"], s["duration_s"]] for s in doc["steps"])
+        writer.writerow(["index", "start_s", "duration_s", "ideal_s"])
+        writer.writerows([s["index"], s["start_s"], s["duration_s"], s["ideal_s"]] for s in doc["steps"])
     with open(out_dir / "events.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["t_s", "action", "target", "rate", "avoid_s", "revive_s"])

@@ -35,7 +35,7 @@ def check_schema(doc: dict) -> None:
     assert isinstance(doc["seed"], int) and isinstance(doc["duration_s"], NUMBER)
     assert time.strptime(doc["started_at"], "%Y-%m-%dT%H:%M:%SZ")
     for step in doc["steps"]:
-        assert set(step) == {"index", "start_s", "duration_s"} and step["duration_s"] > 0
+        assert set(step) == {"index", "start_s", "duration_s", "ideal_s"} and step["duration_s"] > step["ideal_s"] > 0
     s = doc["summary"]
     assert set(s["step_time_s"]) >= {"p50", "p99", "p100", "mean"}
     assert s["step_time_s"]["p50"] <= s["step_time_s"]["p99"] <= s["step_time_s"]["p100"]

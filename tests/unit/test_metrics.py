@@ -1,10 +1,12 @@
 import os
+import sys
 from dataclasses import asdict
 
 import pytest
 
 from mrclab.metrics import avoid, expectations, fidelity
 from mrclab.metrics.outcome import Delivery, EvChange, MessageKey, Outcome, Step
+from mrclab.metrics.records import Records
 from mrclab.routing import ROUTINGS
 from mrclab.spec import topology as topology_mod
 
@@ -185,7 +187,7 @@ def test_fidelity_flags_packets_the_emulator_dropped():
 def test_a_message_still_out_when_the_run_stops_counts_as_failed():
     from mrclab.metrics import results as results_mod
     rows = []
-    o = Outcome(t0=0.0, t_end=1.0, steps=[Step(0, 0.0, 0.5)], ideal_s=[0.25], rows=rows.append)
+    o = Outcome(t0=0.0, t_end=1.0, steps=Records(Step, [Step(0, 0.0, 0.5, 0.25)]), rows=rows.append)
     for c in (1, 2, 3):
         o.post(MessageKey(c, 0), 100, 0.0)
     o.deliver(MessageKey(1, 0), Delivery(0.5, 100, True), 0, 1)
@@ -214,7 +216,7 @@ def test_loaded_rtt_percentiles_come_from_every_agents_samples():
         for _ in range(n):
             est.update(rtt)
         agents[host] = {"base_rtt_s": est.min_rtt, "rtt_hist": {str(b): c for b, c in est.hist.items()}}
-    o = Outcome(t0=0.0, t_end=1.0, steps=[Step(0, 0.0, 0.5)], ideal_s=[0.25])
+    o = Outcome(t0=0.0, t_end=1.0, steps=Records(Step, [Step(0, 0.0, 0.5, 0.25)]))
     s = results_mod.summary(o, agents)
     assert s["rtt_p50_s"] == pytest.approx(0.002, rel=0.022) and s["rtt_p99_s"] == pytest.approx(0.040, rel=0.022)
     assert results_mod.summary(o, {})["rtt_p50_s"] is None  # no MRC samples (TCP agents): not known
@@ -336,3 +338,35 @@ def test_ecn_totals_and_connection_rows_come_from_links_and_agents():
     rows = results_mod.connections(stats, ["h0", "h1", "h2"])
     assert [(r["host"], r["peer"], r["conn"]) for r in rows] == [("h0", "h2", 3), ("h0", "h2", 7), ("h2", "h0", 7)]
     assert rows[1]["ecn_skips"] == 4
+
+
+def test_records_give_back_what_was_stored_at_a_fraction_of_the_objects_memory():
+    import tracemalloc
+    hosts = [sys.intern(f"h{i}") for i in range(8)]  # as the runner keeps them
+    tracemalloc.start()
+    changes = [EvChange(i / 1000, hosts[i % 8], hosts[(i + 3) % 8], 40000 + i % 128, i % 4, "p0s1", "GOOD", "SKIP")
+               for i in range(5000)]
+    as_objects, _ = tracemalloc.get_traced_memory()
+    tracemalloc.reset_peak()
+    tracemalloc.clear_traces()
+    held = Records(EvChange, changes)
+    compact, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert list(held) == changes and held[-1] == changes[-1] and len(held) == 5000
+    assert held.column("host")[:3] == ["h0", "h1", "h2"] and held.column("t_s")[1] == 0.001
+    assert compact < as_objects / 2.5, (compact, as_objects)  # about 45 bytes a record, against about 130
+    with pytest.raises(TypeError, match="cannot hold"):
+        Records(fidelity.Verdict)
+
+
+def test_a_sampling_round_sums_every_reply_into_one_row():
+    from mrclab.agents import Agents
+    agents = Agents(sampled=("data_sent", "trimmed"))
+    first, second = agents.sample(), agents.sample()
+    assert (first, second) == (0, 1) and agents.sample_row(2) is None
+    agents._add_sample(first, {"counters": {"data_sent": 5, "trimmed": 1}, "ev_states": {"GOOD": 3, "SKIP": 1}})
+    agents._add_sample(first, {"counters": {"data_sent": 7, "other": 9}, "ev_states": {"GOOD": 2}})
+    agents._add_sample(second, {"counters": {"data_sent": 1}})  # a TCP agent: no EVs
+    n, counters, states = agents.sample_row(first)
+    assert n == 2 and counters == {"data_sent": 12, "trimmed": 1} and states["GOOD"] == 5 and states["SKIP"] == 1
+    assert agents.sample_row(second) == (1, {"data_sent": 1, "trimmed": 0}, {})
