@@ -5,7 +5,7 @@ PY := .venv/bin/python
 MRCLAB := .venv/bin/mrclab
 LAB ?= scenarios/quickstart.yaml
 
-.PHONY: paper paper-quick setup venv lab test unit lint typecheck integration bench clean check fresh-test screenshots vm-setup vm-build vm-test
+.PHONY: build paper paper-quick setup venv lab test unit lint typecheck integration bench clean check fresh-test screenshots vm-setup vm-build vm-test
 
 setup:
 	@bash vagrant/provision.sh
@@ -17,8 +17,17 @@ lab: setup
 	$(MRCLAB) check
 	$(MRCLAB) run $(LAB)
 
+# The transport and the agent run on both builds (mrclab/build.py): compiled (what setup builds), then pure.
+BOTH_BUILDS := tests/unit/test_transport_*.py tests/unit/test_agent*.py tests/unit/test_ecmp_agent.py \
+	tests/unit/test_scapy_layer.py tests/unit/test_build.py tests/integration/test_agent_fabric.py
+
 test: setup lint typecheck
+	$(PY) -c 'from mrclab.build import running; print("transport build:", running())'
 	$(PY) -m pytest -q tests
+	MRCLAB_PURE=1 $(PY) -m pytest -q $(BOTH_BUILDS)
+
+# the transport compiled in place, when missing or older than its sources (setup does it too)
+build: setup
 
 unit: venv
 	$(PY) -m pytest -q tests/unit

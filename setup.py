@@ -1,6 +1,13 @@
 """The shipped topologies and scenarios travel inside the package (mrclab/shipped/), so an installed
-mrclab finds them with no checkout; a checkout uses its own folders (mrclab/shipped.py)."""
+mrclab finds them with no checkout; a checkout uses its own folders (mrclab/shipped.py).
+
+The transport is compiled with mypyc where a C compiler and mypyc are present (mrclab/build.py lists the
+modules); MRCLAB_PURE=1 builds without it, and the pure sources serve wherever the compiled build is
+missing. In a checkout, `make build` compiles it in place (`setup.py build_ext --inplace`)."""
+import os
+import runpy
 import shutil
+import sysconfig
 from pathlib import Path
 
 from setuptools import setup
@@ -16,4 +23,21 @@ class BuildWithShipped(build_py):
             shutil.copytree(HERE / name, Path(self.build_lib) / "mrclab" / "shipped" / name, dirs_exist_ok=True)
 
 
-setup(cmdclass={"build_py": BuildWithShipped})
+def compiled() -> list:
+    """The transport's extension modules, or none (pure Python) without a compiler or mypyc."""
+    if os.environ.get("MRCLAB_PURE") == "1":
+        return []
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        return []
+    if not shutil.which(compiler):
+        return []
+    build = runpy.run_path(str(HERE / "mrclab" / "build.py"))
+    # the checks `make typecheck` makes cover the whole project; here they would warn of its unused sections
+    return mypycify(["--no-warn-unused-configs", *(f"mrclab/{s}" for s in build["COMPILED"])], opt_level="3",
+                    group_name=build["GROUP"])
+
+
+setup(cmdclass={"build_py": BuildWithShipped}, ext_modules=compiled())

@@ -1,5 +1,5 @@
 """Memory over a long run: the runner's and the agents' resident set, once a minute, during quickstart's
-workload stretched to ``--minutes``.
+workload run for ``--minutes`` (its step count made endless, its duration limit ends it).
 
     sudo .venv/bin/python benchmarks/soak.py [--minutes 30] [--scenario scenarios/quickstart.yaml]
 
@@ -13,12 +13,12 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 STATE_DIR = Path("/run/mrclab")
-STEP_S = 0.4  # quickstart's step at 25 Mbit, about
 
 
 def rss_mb(pid: int) -> float | None:
@@ -48,23 +48,26 @@ def main() -> None:
     parser.add_argument("--scenario", default=str(REPO / "scenarios/quickstart.yaml"))
     parser.add_argument("--every", type=float, default=60.0, help="seconds between readings")
     args = parser.parse_args()
-    steps = int(args.minutes * 60 / STEP_S)
-    runner = subprocess.Popen([sys.executable, "-m", "mrclab", "run", args.scenario, "--json",
-                               "--set", f"workload.steps={steps}", "--set", "events=[]",
-                               "--set", f"duration_limit={int(args.minutes * 60 * 3)}s"],
-                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    out_dir = Path(tempfile.mkdtemp(prefix="soak-")) / "run"
+    runner = subprocess.Popen([sys.executable, "-m", "mrclab", "run", args.scenario, "--out", str(out_dir),
+                               "--set", "workload.steps=10000000", "--set", "events=[]",
+                               "--set", f"duration_limit={int(args.minutes * 60)}s"],
+                              cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows: list[tuple[float, float, float]] = []
     start, agents = time.monotonic(), []
     while runner.poll() is None:
-        agents = agents or agents_of(runner.pid)  # found once: the run record is read only until then
+        if not agents:  # found once: the run record is read only until then
+            agents = agents_of(runner.pid)
+            time.sleep(1.0)
+            continue
+        time.sleep(args.every)  # the first reading a minute in: the agents' start-up is not growth
         mine, theirs = rss_mb(runner.pid), [m for m in map(rss_mb, agents) if m is not None]
-        if agents and mine is not None and theirs:
+        if mine is not None and len(theirs) == len(agents):  # the workload still under way
             rows.append((time.monotonic() - start, mine, max(theirs)))
             print(f"{rows[-1][0] / 60:5.1f} min  runner {mine:7.1f} MB  largest agent {max(theirs):6.1f} MB",
                   flush=True)
-        time.sleep(args.every if rows else 1.0)
-    out = runner.stdout.read() if runner.stdout else ""
-    doc = json.loads(out) if out.strip() else {}
+    results = out_dir / "results.json"
+    doc = json.loads(results.read_text()) if results.exists() else {}
     messages = doc.get("summary", {}).get("messages", {}).get("sent", 0)
     if len(rows) < 2:
         raise SystemExit("soak: fewer than two readings; run longer")

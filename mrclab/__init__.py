@@ -1,2 +1,4 @@
 """mrclab: emulate MRC (Multipath Reliable Connection) on a multi-plane Clos of Open vSwitch switches."""
+from . import build  # noqa: F401  (decides the transport's build before anything imports it)
+
 __version__ = "0.1.0"

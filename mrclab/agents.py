@@ -121,6 +121,7 @@ class Agents:
         self.samples = array("q")
         self.marks: dict[str, dict[int, int]] = {}      # counter -> millisecond slot -> count, over all agents
         self.selector = selectors.DefaultSelector()
+        self.builds: dict[str, dict] = {}  # host -> the build its agent runs (its ping's answer)
 
     def start(self, scenario: Scenario, hosts: dict, state: RunState, log_dir: Path, timeout: float = 20.0) -> None:
         """`hosts` maps host name -> Mininet host; each agent is started inside its namespace."""
@@ -145,7 +146,16 @@ class Agents:
             self.controls[name] = agent
             self.selector.register(sock, selectors.EVENT_READ, agent)
         for agent in self.controls.values():
-            self.call(agent.host, "ping", timeout=max(deadline - time.monotonic(), 1.0))
+            reply = self.call(agent.host, "ping", timeout=max(deadline - time.monotonic(), 1.0))
+            self.builds[agent.host] = reply.get("build", {})
+
+    def build(self) -> dict:
+        """The transport build the agents ran (`mrclab.build`): one, or "mixed" naming each agent's."""
+        kinds = {b.get("build") for b in self.builds.values()}
+        if len(kinds) == 1:
+            return {"transport": kinds.pop(), "why": next(iter(self.builds.values())).get("why")}
+        return {"transport": "mixed" if kinds else None,
+                "why": ", ".join(f"{host} {b.get('build')}" for host, b in self.builds.items()) or None}
 
     def post(self, host: str, conn: int, peer: int, msg: int, size: int) -> None:
         """Start a message without waiting; an agent that refuses it yields a `failed` event."""

@@ -212,12 +212,22 @@ def capture_tools() -> Row:
                else f"{', '.join(missing)} not found: `mrclab run --capture` cannot run", PROVISION, required=False)
 
 
+def transport_build() -> Row:
+    """Compiled is the fast build; pure Python runs the same protocol, so it is a note, not a failure."""
+    from . import build
+    running = build.running()
+    ok = running["build"] == "compiled"
+    return Row("transport build (optional)", ok, f"{running['build']}: {running['why']}",
+               "" if ok else "make build (needs gcc and python3-dev)", required=False)
+
+
 def rows() -> list[Row]:
     from .fabric import (
         egress,  # the eBPF egress program owns its own availability check
     )
     return [root(), ovs(), datapath(), ovs_sndbuf(), htb(), egress.check_row(), netem(),
-            python_module("os_ken", "os-ken"), python_module("mininet.net", "mininet"), mnexec(), capture_tools()]
+            python_module("os_ken", "os-ken"), python_module("mininet.net", "mininet"), mnexec(), capture_tools(),
+            transport_build()]
 
 
 def first_failure(checked: list[Row]) -> Row | None:

@@ -166,7 +166,8 @@ class _Run:
                         document.NOT_MEASURED)
         controller = read("controller stats", fabric.controller_stats, document.NO_CONTROLLER)
         return document.Lab(
-            datapath=(fabric.datapath.name, fabric.datapath_detail), stats=stats, samples=self.agents.sample_row,
+            datapath=(fabric.datapath.name, fabric.datapath_detail), build=self.agents.build(), stats=stats,
+            samples=self.agents.sample_row,
             marks=self.agents.marks, links=links, controller=controller, fidelity=fidelity,
             cost=None if self.meter is None else self.meter.per_mib(o.delivered_bytes),
             capture=(None if captured is None or recording is None

@@ -99,8 +99,20 @@ python_env() {
   if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ] || [ setup.py -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     echo "provision: installing mrclab into .venv"
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-    .venv/bin/python -m pip install -q -e '.[test]'
+    # pure here: the compiled transport is built in place below, where an edit makes it rebuild
+    MRCLAB_PURE=1 .venv/bin/python -m pip install -q -e '.[test]'
     touch "$stamp"
+  fi
+  # The transport compiled with mypyc (mrclab/build.py), when it is missing or older than its sources.
+  # MRCLAB_PURE=1 keeps the pure-Python build; so does a machine without a C compiler.
+  if [ "${MRCLAB_PURE:-}" != 1 ] && ! .venv/bin/python -c 'import sys; from mrclab import build; sys.exit(build.BUILD != "compiled")'; then
+    echo "provision: compiling the transport with mypyc (a minute or two)"
+    # (an edit that leaves the C code as it was relinks nothing: the library is then as new as the sources)
+    if .venv/bin/python setup.py -q build_ext --inplace > .venv/mypyc-build.log 2>&1; then
+      touch mrclab_transport__mypyc.*.so
+    else
+      echo "provision: the transport did not compile (see .venv/mypyc-build.log); pure Python runs instead" >&2
+    fi
   fi
 }
 

@@ -2,7 +2,7 @@
 
 Requests (runner -> agent) carry an ``id`` echoed in the answer::
 
-    {"id": 1, "op": "ping"}                                   -> {"id": 1, "ok": true, "host": N, "pid": P}
+    {"id": 1, "op": "ping"}          -> {"id": 1, "ok": true, "host": N, "pid": P, "build": {"build": B, "why": W}}
     {"id": 2, "op": "post", "conn": C, "peer": D, "msg": M, "size": B}
     {"id": 5, "op": "warm", "conn": C, "peer": D}   -> {"id": 5, "ok": true, "probes": N}  (one down every path)
     {"id": 3, "op": "stats"}                                  -> {"id": 3, "ok": true, "counters": {...}, ...}

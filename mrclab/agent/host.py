@@ -14,6 +14,7 @@ import os
 import time
 from typing import Protocol
 
+from .. import build
 from .control import ControlChannel, ProtocolError, parse_request
 from .eventlog import EventLog
 from .loop import Reactor
@@ -77,7 +78,7 @@ class Agent:
         reply: dict = {"id": request.id, "ok": True}
         try:
             if request.op == "ping":
-                reply.update(host=self.host, pid=os.getpid())
+                reply.update(host=self.host, pid=os.getpid(), build=build.running())
             elif request.op == "post":
                 args = request.args
                 self.datapath.post(args["conn"], args["peer"], args["msg"], args["size"])

@@ -24,6 +24,7 @@ class Lab:
     """What the lab reported once the workload stopped; after a failure, whatever could still be read."""
 
     datapath: tuple[str, str]  # name, and which flavour and why
+    build: dict  # the agents' transport build: {transport: compiled | pure | mixed, why}
     stats: dict[str, dict]  # host -> its agent's stats reply
     samples: Callable[[int], tuple | None]  # sampling round -> (agents, counters, EV states) summed (Agents.sample_row)
     marks: dict[str, dict[int, int]]  # counter -> millisecond slot -> count
@@ -93,7 +94,7 @@ def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome
         "run_id": run_id,
         **results.what_ran(scenario),
         "transport": scenario.transport, "routing": scenario.routing,
-        "datapath": lab.datapath[0], "datapath_detail": lab.datapath[1], "seed": scenario.seed,
+        "datapath": lab.datapath[0], "datapath_detail": lab.datapath[1], "build": lab.build, "seed": scenario.seed,
         "transport_options": effective_options(scenario),
         "status": "duration_limit" if outcome.aborted else "completed",
         "started_at": started_at, "duration_s": round(outcome.wall_s, 6),

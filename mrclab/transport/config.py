@@ -15,6 +15,7 @@ from typing import Any
 from ..units import seconds, size_bytes
 from .wire import DATA_HEADER_LEN, ETHERNET_HEADER, IP_UDP_OVERHEAD, MAX_PAYLOAD
 
+CC_TARGET_DELAY_FLOOR = 0.004  # s: the delay target's default, and its floor when the links set it
 
 @dataclass(frozen=True)
 class TransportConfig:
@@ -91,7 +92,7 @@ class TransportConfig:
     cc_base_rtt: float = float("inf")
     """RTT of an idle path, if known (NSCC configures it network-wide); the lowest RTT measured is used when lower,
     so the default (inf) means "measure". A flow that starts into a standing queue overestimates it on its own."""
-    cc_target_delay: float = 0.004
+    cc_target_delay: float = CC_TARGET_DELAY_FLOOR
     """Queueing delay (RTT minus base RTT) the window aims for. It must exceed the delay noise of an idle fabric,
     or noise reads as queueing: the userspace-OVS lab's idle RTT is ~1 ms at best, ~3 ms typical."""
     cc_delay_filter: int = 1
@@ -187,7 +188,7 @@ class TransportConfig:
         ``pace_rate``: the host's line rate over all planes, in UDP payload bytes (a frame adds
         Ethernet, IPv6 and UDP headers to the payload); ``pace_depth``: two full packets per plane."""
         payload = mtu - IP_UDP_OVERHEAD
-        return {"cc_target_delay": max(TransportConfig.cc_target_delay, 6 * mtu * 8 / link_rate_bps),
+        return {"cc_target_delay": max(CC_TARGET_DELAY_FLOOR, 6 * mtu * 8 / link_rate_bps),
                 "pace_rate": planes * link_rate_bps / 8 * payload / (mtu + ETHERNET_HEADER),
                 "pace_depth": planes * 2 * payload}
 

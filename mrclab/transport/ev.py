@@ -419,7 +419,7 @@ class EvSet:
 
     def one_ev_per_path(self) -> list[Ev]:
         """An EV on each path (not denied), for a probe down every path."""
-        return [e for e in (path.probe_ev() for path in self._paths.values()) if e is not None]
+        return [e for path in self._paths.values() if (e := path.probe_ev()) is not None]
 
     def next_probe_at(self) -> float | None:
         down = self.planes_down

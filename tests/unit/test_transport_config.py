@@ -2,6 +2,7 @@
 import pytest
 
 from mrclab.transport import TransportConfig
+from mrclab.transport.config import CC_TARGET_DELAY_FLOOR
 from mrclab.transport.wire import IP_UDP_OVERHEAD
 
 
@@ -57,7 +58,7 @@ def test_link_defaults_scale_the_delay_target_with_packet_serialisation():
     assert TransportConfig.link_defaults(100_000_000, 9000, 4)["cc_target_delay"] == pytest.approx(0.00432)
     assert TransportConfig.link_defaults(25_000_000, 9000, 4)["cc_target_delay"] == pytest.approx(0.01728)
     # never below the fabric's idle delay noise
-    assert TransportConfig.link_defaults(10_000_000_000, 1500, 4)["cc_target_delay"] == TransportConfig.cc_target_delay
+    assert TransportConfig.link_defaults(10_000_000_000, 1500, 4)["cc_target_delay"] == CC_TARGET_DELAY_FLOOR
 
 
 def test_link_defaults_pace_at_the_hosts_line_rate_in_payload_bytes():
