@@ -50,7 +50,7 @@ def main() -> None:
     args = parser.parse_args()
     out_dir = Path(tempfile.mkdtemp(prefix="soak-")) / "run"
     runner = subprocess.Popen([sys.executable, "-m", "mrclab", "run", args.scenario, "--out", str(out_dir),
-                               "--set", "workload.steps=10000000", "--set", "events=[]",
+                               "--set", "workload.steps=100000", "--set", "events=[]",
                                "--set", f"duration_limit={int(args.minutes * 60)}s"],
                               cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows: list[tuple[float, float, float]] = []
