@@ -33,10 +33,17 @@ _ALPHABET = string.ascii_lowercase + string.digits
 ID_LEN = 3
 
 
+def proc_text(path: str) -> str:
+    """A /proc file's text. Not through pathlib, whose parsing interns every part of every path: samplers read
+    thousands of ever-new /proc/PID paths over a long run."""
+    with open(path) as f:
+        return f.read()
+
+
 def proc_start_time(pid: int) -> int | None:
     """Start time in clock ticks since boot (field 22 of /proc/PID/stat), or None if gone."""
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
+        raw = proc_text(f"/proc/{pid}/stat")
     except OSError:
         return None
     return int(raw.rsplit(")", 1)[1].split()[19])
@@ -184,7 +191,7 @@ def _kill(pid: int, start: int) -> None:
 
 def _is_zombie(pid: int) -> bool:
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        return proc_text(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
 

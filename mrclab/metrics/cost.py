@@ -23,7 +23,8 @@ the loop around them (``benchmarks/agent_pairs.py`` measures it).
 from __future__ import annotations
 
 import os
-from pathlib import Path
+
+from ..runstate import proc_text
 
 MIB = 1 << 20
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -34,7 +35,7 @@ SOFTIRQ_FIELD = 7
 def process_cpu_s(pid: int) -> float | None:
     """CPU seconds a process has used so far (None once it is gone)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = proc_text(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / TICKS
@@ -44,7 +45,7 @@ def voluntary_switches(pid: int) -> int | None:
     """How often a process's main thread, where an agent's loop runs, has gone to sleep of its own accord so
     far (None once it is gone)."""
     try:
-        status = Path(f"/proc/{pid}/status").read_text()
+        status = proc_text(f"/proc/{pid}/status")
     except OSError:
         return None
     for line in status.splitlines():

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from ..runstate import proc_text
 from ..units import format_rate, format_seconds
 
 MACHINE_BUSY_LIMIT = 90.0
@@ -75,7 +76,7 @@ def _thread_ticks(pids: dict[int, str]) -> dict[str, int]:
             continue
         for tid in tids:
             try:
-                stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+                stat = proc_text(f"/proc/{pid}/task/{tid}/stat").rsplit(")", 1)[1].split()
             except OSError:
                 continue
             out[f"{label}/{tid}"] = int(stat[11]) + int(stat[12])
@@ -95,7 +96,7 @@ def _process_ticks() -> dict[int, tuple[int, str, int]]:
         if not entry.isdigit():
             continue
         try:
-            raw = Path(f"/proc/{entry}/stat").read_text()
+            raw = proc_text(f"/proc/{entry}/stat")
         except OSError:
             continue
         name, rest = raw[raw.index("(") + 1:raw.rindex(")")], raw[raw.rindex(")") + 2:].split()
