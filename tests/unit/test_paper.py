@@ -9,7 +9,8 @@ from mrclab.spec.scenario import load
 
 
 def test_every_experiment_of_the_paper_has_a_row_and_every_run_loads():
-    assert [c.id for c in paper.CLAIMS] == ["9a", "9b", "9c", "10", "11", "12-13", "14", "16", "17", "18"]
+    assert [c.id for c in paper.CLAIMS] == ["9a", "9b", "9c", "10", "11", "12-13", "14", "16", "16-loss", "17",
+                                          "18"]
     for claim in paper.CLAIMS:
         assert claim.differs and claim.paper
         assert (claim.judge is None) == (not claim.runs), claim.id  # a row without runs says why
@@ -44,6 +45,33 @@ def test_a_stream_that_steps_down_by_a_planes_share_and_back_agrees(tmp_path):
 
 def test_a_claim_without_results_is_not_measured_and_the_table_says_so(tmp_path):
     rows = [paper.judge(c, tmp_path) for c in paper.CLAIMS if c.id in ("9a", "17")]
-    assert [r["verdict"] for r in rows] == ["not measured", "not comparable"]
+    assert [r["verdict"] for r in rows] == ["not measured", "not measured"]
     text = paper.markdown(rows, "mrclab paper", "2026-11-25")
     assert "| 9a |" in text and "**not measured**" in text and "run 9a-mrc left no results" in text
+
+
+def write_shares(root, claim_id, shares, failed=0):
+    for label, share in shares.items():
+        (root / f"{claim_id}-{label}").mkdir(exist_ok=True)
+        doc = {"summary": {"goodput_fraction": share, "messages": {"failed": failed}}, "fidelity": {"ok": True}}
+        (root / f"{claim_id}-{label}" / "results.json").write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("mrc_at_1, roce_at_1, verdict", [(0.3, 0.05, "agree"), (0.85, 0.05, "disagree"),
+                                                          (0.3, 0.25, "disagree")])
+def test_loss_rows_hold_mrc_to_a_third_at_one_percent_and_roce_far_below(tmp_path, mrc_at_1, roce_at_1, verdict):
+    claim = next(c for c in paper.CLAIMS if c.id == "16-loss")
+    assert {label for label, _, _ in claim.runs} == {"mrc-0", "mrc-0.1", "mrc-1", "roce-0.1", "roce-1"}
+    write_shares(tmp_path, "16-loss", {"mrc-0": 0.9, "mrc-0.1": 0.85, "mrc-1": mrc_at_1, "roce-0.1": 0.4,
+                                       "roce-1": roce_at_1})
+    row = paper.judge(claim, tmp_path)
+    assert row["verdict"] == verdict and "MRC 90% / 85% / " in row["lab"]
+
+
+def test_all_to_all_row_wants_mrc_ahead_at_every_size(tmp_path):
+    claim = next(c for c in paper.CLAIMS if c.id == "17")
+    shares = {"mrc-64KiB": 0.6, "roce-64KiB": 0.3, "mrc-2MiB": 0.9, "roce-2MiB": 0.4, "roce16-2MiB": 0.5}
+    write_shares(tmp_path, "17", shares)
+    assert paper.judge(claim, tmp_path)["verdict"] == "agree"
+    write_shares(tmp_path, "17", {**shares, "roce-64KiB": 0.7})
+    assert paper.judge(claim, tmp_path)["verdict"] == "disagree"
