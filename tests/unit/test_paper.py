@@ -70,7 +70,8 @@ def test_loss_rows_hold_mrc_to_a_third_at_one_percent_and_roce_far_below(tmp_pat
 
 def test_all_to_all_row_wants_mrc_ahead_at_every_size(tmp_path):
     claim = next(c for c in paper.CLAIMS if c.id == "17")
-    shares = {"mrc-64KiB": 0.6, "roce-64KiB": 0.3, "mrc-2MiB": 0.9, "roce-2MiB": 0.4, "roce16-2MiB": 0.5}
+    shares = {"mrc-4KiB": 0.1, "roce-4KiB": 0.05, "mrc-64KiB": 0.6, "roce-64KiB": 0.3, "mrc-4MiB": 0.9,
+              "roce-4MiB": 0.4, "roce16-4MiB": 0.5}
     write_shares(tmp_path, "17", shares)
     assert paper.judge(claim, tmp_path)["verdict"] == "agree"
     write_shares(tmp_path, "17", {**shares, "roce-64KiB": 0.7})
