@@ -45,6 +45,8 @@ def quickstart(env: dict) -> dict:
                    cwd=HERE.parent, capture_output=True, check=False)
     doc = json.loads((out_dir / "results.json").read_text())
     cost, summary = doc["summary"]["cpu_s_per_mib"], doc["summary"]
+    if doc["build"]["transport"] != ("pure" if env.get("MRCLAB_PURE") == "1" else "compiled"):
+        raise SystemExit(f"builds.py: quickstart's agents ran the {doc['build']['transport']} build")
     return {"quickstart agents (CPU s/MiB)": cost["agents"], "... less softirq": cost["agents_less_softirq"],
             "... wake-ups/MiB": cost["wakeups_per_mib"], "... goodput fraction": summary["goodput_fraction"],
             "... avoid_s": max((e.get("avoid_s") or 0.0 for e in doc["events"]), default=0.0)}
@@ -80,7 +82,11 @@ def main() -> None:
     print(f"{'measure':28s} {'pure':>12s} {'compiled':>12s} {'compiled/pure':>14s}   (medians of {args.rounds})")
     for key in runs["pure"][0]:
         pure, compiled = (statistics.median(r[key] for r in runs[kind]) for kind in ("pure", "compiled"))
-        print(f"{key:28s} {pure:12,.4g} {compiled:12,.4g} {compiled / pure:14.2f}")
+        print(f"{key:28s} {_figure(pure):>12s} {_figure(compiled):>12s} {compiled / pure:14.2f}")
+
+
+def _figure(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.4g}"
 
 
 if __name__ == "__main__":
