@@ -109,7 +109,7 @@ python_env() {
     echo "provision: compiling the transport with mypyc (a minute or two)"
     # (an edit that leaves the C code as it was relinks nothing: the library is then as new as the sources)
     if .venv/bin/python setup.py -q build_ext --inplace > .venv/mypyc-build.log 2>&1; then
-      touch mrclab_transport__mypyc.*.so
+      touch -c mrclab_transport__mypyc.*.so
     else
       echo "provision: the transport did not compile (see .venv/mypyc-build.log); pure Python runs instead" >&2
     fi
