@@ -300,9 +300,11 @@ def sweep(scenario: str, grid: tuple[str, ...], repeat: int, overrides: tuple[st
 @cli.command()
 @click.option("--only", metavar="ID,...", help="Only these claims, e.g. 9a,16.")
 @click.option("--quick", is_flag=True, help="The quick subset (a few minutes).")
+@click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Runs of every claim, each with its own seed; a claim agrees when most of them do.")
 @click.option("--out", "out_dir", type=OUT_FOLDER,
               help="Folder (default results/paper-<UTC timestamp>/); give an earlier one to finish it.")
-def paper(only: str | None, quick: bool, out_dir: str | None) -> None:
+def paper(only: str | None, quick: bool, repeat: int, out_dir: str | None) -> None:
     """Run the paper suite: MRC's published experiments at the lab's scale, judged claim by claim (paper.md)."""
     from . import paper as paper_mod
     from .spec import scenario as scenario_mod
@@ -312,22 +314,23 @@ def paper(only: str | None, quick: bool, out_dir: str | None) -> None:
     earlier = root.is_dir() and not root.is_symlink() and any(root.glob("*/results.json"))
     if not earlier:
         empty_out(root)
-    todo = [(claim, label, path, sets) for claim in claims for label, path, sets in claim.runs
-            if not (root / f"{claim.id}-{label}" / "results.json").exists()]
+    todo = [(name, path, sets) for claim in claims for name, path, sets in paper_mod.runs(claim, repeat)
+            if not (root / name / "results.json").exists()]
     if todo:  # judging runs already there needs no lab
         require_lab()
     root.mkdir(parents=True, exist_ok=True)
     from . import runner
-    for claim, label, path, sets in todo:
-        folder = root / f"{claim.id}-{label}"
-        err.print(f"paper: {claim.id} {label}: {path.name} {' '.join(sets)}", soft_wrap=True)
+    for name, path, sets in todo:
+        folder = root / name
+        err.print(f"paper: {name}: {path.name} {' '.join(sets)}", soft_wrap=True)
         try:
             runner.run_scenario(scenario_mod.load(path, list(sets)), folder, console=err,
                                 overrides=override_map(tuple(sets)))
         except MrclabError as exc:
-            err.print(f"paper: {claim.id} {label} failed: {escape(str(exc))}", soft_wrap=True)
-    rows = [paper_mod.judge(claim, root) for claim in claims]
-    command = "mrclab paper" + (f" --only {only}" if only else "") + (" --quick" if quick else "")
+            err.print(f"paper: {name} failed: {escape(str(exc))}", soft_wrap=True)
+    rows = [paper_mod.judge(claim, root, repeat) for claim in claims]
+    command = "mrclab paper" + (f" --only {only}" if only else "") + (" --quick" if quick else "") + (
+        f" --repeat {repeat}" if repeat > 1 else "")
     (root / "paper.json").write_text(json.dumps(rows, indent=2) + "\n")
     (root / "paper.md").write_text(paper_mod.markdown(rows, command, time.strftime("%Y-%m-%d", time.gmtime())))
     for r in rows:

@@ -213,26 +213,48 @@ def select(only: str | None, quick: bool) -> list[Claim]:
     return [c for c in CLAIMS if c.quick or not quick]
 
 
-def judge(claim: Claim, root: Path) -> dict:
-    """The claim's row, from its runs' results in ``root``."""
+def run_folder(claim: Claim, label: str, repetition: int = 1) -> str:
+    """A run's folder name: the first repetition runs the scenario's own seed, repetition k seed k."""
+    return f"{claim.id}-{label}" + (f"-r{repetition}" if repetition > 1 else "")
+
+
+def runs(claim: Claim, repeat: int = 1) -> list[tuple[str, Path, tuple[str, ...]]]:
+    """(folder, scenario, --set values) of every run of the claim, repetitions included."""
+    return [(run_folder(claim, label, k), path, sets + ((f"seed={k}",) if k > 1 else ()))
+            for k in range(1, repeat + 1) for label, path, sets in claim.runs]
+
+
+def judge(claim: Claim, root: Path, repeat: int = 1) -> dict:
+    """The claim's row, from its runs' results in ``root``: each repetition judged on its own, the row agreeing
+    when most of them do."""
     row = {"id": claim.id, "experiment": claim.experiment, "paper": claim.paper, "differs": claim.differs,
-           "runs": [f"{claim.id}-{label}" for label, _, _ in claim.runs]}
+           "runs": [name for name, _, _ in runs(claim, repeat)]}
     if claim.judge is None:
         return {**row, "lab": "-", "verdict": "not comparable"}
-    docs: Docs = {}
-    for label, _, _ in claim.runs:
+    texts: list[str] = []
+    verdicts: list[bool | None] = []
+    untrusted: set[str] = set()
+    for k in range(1, repeat + 1):
+        docs: Docs = {}
+        for label, _, _ in claim.runs:
+            try:
+                docs[label] = json.loads((root / run_folder(claim, label, k) / "results.json").read_text())
+            except (OSError, ValueError):
+                return {**row, "lab": f"run {run_folder(claim, label, k)} left no results", "verdict": "not measured"}
         try:
-            docs[label] = json.loads((root / f"{claim.id}-{label}" / "results.json").read_text())
-        except (OSError, ValueError):
-            return {**row, "lab": f"run {claim.id}-{label} left no results", "verdict": "not measured"}
-    try:
-        text, agree = claim.judge(docs)
-    except (KeyError, IndexError, ValueError, TypeError, ZeroDivisionError, statistics.StatisticsError) as exc:
-        return {**row, "lab": f"could not be read: {type(exc).__name__}: {exc}", "verdict": "not measured"}
-    untrusted = [label for label, d in docs.items() if not d["fidelity"]["ok"]]
+            text, agree = claim.judge(docs)
+        except (KeyError, IndexError, ValueError, TypeError, ZeroDivisionError, statistics.StatisticsError) as exc:
+            return {**row, "lab": f"could not be read: {type(exc).__name__}: {exc}", "verdict": "not measured"}
+        texts.append(text)
+        verdicts.append(agree)
+        untrusted.update(label for label, d in docs.items() if not d["fidelity"]["ok"])
+    text = texts[0]
+    if repeat > 1:
+        text += f"; agrees in {verdicts.count(True)} of {repeat} repetitions (seeds: the scenario's, 2..{repeat})"
     if untrusted:
-        text += f" [fidelity not ok: {', '.join(untrusted)}]"
-    return {**row, "lab": text, "verdict": {True: "agree", False: "disagree", None: "not comparable"}[agree]}
+        text += f" [fidelity not ok: {', '.join(sorted(untrusted))}]"
+    agreed = None if None in verdicts else verdicts.count(True) * 2 > repeat
+    return {**row, "lab": text, "verdict": {True: "agree", False: "disagree", None: "not comparable"}[agreed]}
 
 
 def markdown(rows: list[dict], command: str, date: str) -> str:

@@ -26,4 +26,4 @@ def test_one_claim_runs_and_its_table_matches_its_run(tmp_path):
     assert (first.returncode == 1) == (row["verdict"] == "disagree")
     again = subprocess.run(args, capture_output=True, text=True, cwd=REPO, timeout=60)
     assert again.returncode == first.returncode and json.loads((out / "paper.json").read_text()) == [row]
-    assert "paper: 9a mrc:" not in again.stderr  # nothing ran twice
+    assert "paper: 9a-mrc:" not in again.stderr  # nothing ran twice

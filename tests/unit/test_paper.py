@@ -76,3 +76,17 @@ def test_all_to_all_row_wants_mrc_ahead_at_every_size(tmp_path):
     assert paper.judge(claim, tmp_path)["verdict"] == "agree"
     write_shares(tmp_path, "17", {**shares, "roce-64KiB": 0.7})
     assert paper.judge(claim, tmp_path)["verdict"] == "disagree"
+
+
+def test_repetitions_run_with_their_own_seeds_and_the_majority_decides(tmp_path):
+    claim = next(c for c in paper.CLAIMS if c.id == "17")
+    names = [name for name, _, sets in paper.runs(claim, 3)]
+    assert names[:2] == ["17-mrc-4KiB", "17-roce-4KiB"] and "17-mrc-4KiB-r3" in names and len(names) == 21
+    assert [sets[-1] for name, _, sets in paper.runs(claim, 2) if name == "17-mrc-4KiB-r2"] == ["seed=2"]
+    shares = {"mrc-4KiB": 0.1, "roce-4KiB": 0.05, "mrc-64KiB": 0.6, "roce-64KiB": 0.3, "mrc-4MiB": 0.9,
+              "roce-4MiB": 0.4, "roce16-4MiB": 0.5}
+    write_shares(tmp_path, "17", shares)
+    for k, roce in ((2, 0.05), (3, 0.2)):  # the third repetition has roce ahead at 4 KiB
+        write_shares(tmp_path, "17", {f"{label}-r{k}": s for label, s in {**shares, "roce-4KiB": roce}.items()})
+    row = paper.judge(claim, tmp_path, 3)
+    assert row["verdict"] == "agree" and "agrees in 2 of 3 repetitions" in row["lab"] and len(row["runs"]) == 21
