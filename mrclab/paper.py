@@ -214,13 +214,14 @@ def select(only: str | None, quick: bool) -> list[Claim]:
 
 
 def run_folder(claim: Claim, label: str, repetition: int = 1) -> str:
-    """A run's folder name: the first repetition runs the scenario's own seed, repetition k seed k."""
+    """A run's folder name: the first repetition runs the scenario's own seed, repetition k seed 100 + k (apart
+    from any scenario's own)."""
     return f"{claim.id}-{label}" + (f"-r{repetition}" if repetition > 1 else "")
 
 
 def runs(claim: Claim, repeat: int = 1) -> list[tuple[str, Path, tuple[str, ...]]]:
     """(folder, scenario, --set values) of every run of the claim, repetitions included."""
-    return [(run_folder(claim, label, k), path, sets + ((f"seed={k}",) if k > 1 else ()))
+    return [(run_folder(claim, label, k), path, sets + ((f"seed={100 + k}",) if k > 1 else ()))
             for k in range(1, repeat + 1) for label, path, sets in claim.runs]
 
 
@@ -250,7 +251,7 @@ def judge(claim: Claim, root: Path, repeat: int = 1) -> dict:
         untrusted.update(label for label, d in docs.items() if not d["fidelity"]["ok"])
     text = texts[0]
     if repeat > 1:
-        text += f"; agrees in {verdicts.count(True)} of {repeat} repetitions (seeds: the scenario's, 2..{repeat})"
+        text += f"; agrees in {verdicts.count(True)} of {repeat} repetitions (seeds: the scenario's, then 102 on)"
     if untrusted:
         text += f" [fidelity not ok: {', '.join(sorted(untrusted))}]"
     agreed = None if None in verdicts else verdicts.count(True) * 2 > repeat
