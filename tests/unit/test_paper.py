@@ -50,10 +50,12 @@ def test_a_claim_without_results_is_not_measured_and_the_table_says_so(tmp_path)
     assert "| 9a |" in text and "**not measured**" in text and "run 9a-mrc left no results" in text
 
 
-def write_shares(root, claim_id, shares, failed=0):
+def write_shares(root, claim_id, shares, failed=0, ideal_s=1.0):
     for label, share in shares.items():
         (root / f"{claim_id}-{label}").mkdir(exist_ok=True)
-        doc = {"summary": {"goodput_fraction": share, "messages": {"failed": failed}}, "fidelity": {"ok": True}}
+        ideal = ideal_s * (0.01 if "16KiB" in label else 1)  # the small size is below the lab's step floor
+        doc = {"summary": {"goodput_fraction": share, "messages": {"failed": failed}, "ideal_time_s": 3 * ideal},
+               "steps": [{}, {}, {}], "fidelity": {"ok": True}}
         (root / f"{claim_id}-{label}" / "results.json").write_text(json.dumps(doc))
 
 
@@ -70,23 +72,24 @@ def test_loss_rows_hold_mrc_to_a_third_at_one_percent_and_roce_far_below(tmp_pat
 
 def test_all_to_all_row_wants_mrc_ahead_at_every_size(tmp_path):
     claim = next(c for c in paper.CLAIMS if c.id == "17")
-    shares = {"mrc-4KiB": 0.1, "roce-4KiB": 0.05, "mrc-64KiB": 0.6, "roce-64KiB": 0.3, "mrc-4MiB": 0.9,
-              "roce-4MiB": 0.4, "roce16-4MiB": 0.5}
+    shares = {"mrc-16KiB": 0.1, "roce-16KiB": 0.15, "mrc-1MiB": 0.6, "roce-1MiB": 0.3, "mrc-16MiB": 0.9,
+              "roce-16MiB": 0.4, "roce16-16MiB": 0.5}
     write_shares(tmp_path, "17", shares)
-    assert paper.judge(claim, tmp_path)["verdict"] == "agree"
-    write_shares(tmp_path, "17", {**shares, "roce-64KiB": 0.7})
+    row = paper.judge(claim, tmp_path)
+    assert row["verdict"] == "agree" and "16KiB: MRC 10%, roce 1 QP 15% (ideal step 10 ms" in row["lab"]
+    write_shares(tmp_path, "17", {**shares, "roce-1MiB": 0.7})
     assert paper.judge(claim, tmp_path)["verdict"] == "disagree"
 
 
 def test_repetitions_run_with_their_own_seeds_and_the_majority_decides(tmp_path):
     claim = next(c for c in paper.CLAIMS if c.id == "17")
     names = [name for name, _, sets in paper.runs(claim, 3)]
-    assert names[:2] == ["17-mrc-4KiB", "17-roce-4KiB"] and "17-mrc-4KiB-r3" in names and len(names) == 21
-    assert [sets[-1] for name, _, sets in paper.runs(claim, 2) if name == "17-mrc-4KiB-r2"] == ["seed=102"]
-    shares = {"mrc-4KiB": 0.1, "roce-4KiB": 0.05, "mrc-64KiB": 0.6, "roce-64KiB": 0.3, "mrc-4MiB": 0.9,
-              "roce-4MiB": 0.4, "roce16-4MiB": 0.5}
+    assert names[:2] == ["17-mrc-16KiB", "17-roce-16KiB"] and "17-mrc-16KiB-r3" in names and len(names) == 21
+    assert [sets[-1] for name, _, sets in paper.runs(claim, 2) if name == "17-mrc-16KiB-r2"] == ["seed=102"]
+    shares = {"mrc-16KiB": 0.1, "roce-16KiB": 0.05, "mrc-1MiB": 0.6, "roce-1MiB": 0.3, "mrc-16MiB": 0.9,
+              "roce-16MiB": 0.4, "roce16-16MiB": 0.5}
     write_shares(tmp_path, "17", shares)
-    for k, roce in ((2, 0.05), (3, 0.2)):  # the third repetition has roce ahead at 4 KiB
-        write_shares(tmp_path, "17", {f"{label}-r{k}": s for label, s in {**shares, "roce-4KiB": roce}.items()})
+    for k, roce in ((2, 0.05), (3, 0.7)):  # the third repetition has roce ahead at 1 MiB
+        write_shares(tmp_path, "17", {f"{label}-r{k}": s for label, s in {**shares, "roce-1MiB": roce}.items()})
     row = paper.judge(claim, tmp_path, 3)
     assert row["verdict"] == "agree" and "agrees in 2 of 3 repetitions" in row["lab"] and len(row["runs"]) == 21
