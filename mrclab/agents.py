@@ -35,6 +35,7 @@ from .transports import TRANSPORTS
 
 EV_STATES = tuple(state.name for state in EvState)  # the columns of a sampling round's EV state sums
 
+
 def exit_text(code: int | None) -> str:
     """How a process ended, in words: "was killed by SIGKILL", "exited with code 2", "is still running"."""
     if code is None:

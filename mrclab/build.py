@@ -2,9 +2,9 @@
 Python sources, which stay the reference.
 
 The compiled modules sit beside their sources, and Python prefers them; the sources run instead when
-``MRCLAB_PURE=1`` is set, or when a compiled module is older than its source (an edited checkout not yet
-rebuilt: ``make build``), so an edit is never shadowed by a stale build. This module imports only the
-standard library: setup.py reads `COMPILED` from it before mrclab is installed.
+``MRCLAB_PURE=1`` is set, when the build is incomplete, or when a source is newer than the compiled code (an
+edited checkout not yet rebuilt: ``make build``), so an edit is never shadowed by a stale build. This module
+imports only the standard library: setup.py reads `COMPILED` from it before mrclab is installed.
 """
 from __future__ import annotations
 
@@ -29,20 +29,13 @@ def _module(source: str) -> str:
     return "mrclab." + source.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
 
 
-def _compiled_file(source: str) -> Path | None:
-    """The extension module built from ``source``, if there is one."""
-    stem = PACKAGE / source.removesuffix(".py")
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        if (path := stem.with_name(stem.name + suffix)).exists():
-            return path
-    return None
+def _extension(stem: Path) -> Path | None:
+    """The extension module ``stem`` + this interpreter's suffix, if it was built."""
+    return next((p for s in importlib.machinery.EXTENSION_SUFFIXES if (p := stem.with_name(stem.name + s)).exists()),
+                None)
 
 
-def _shared_library() -> dict[str, Path]:
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        if (path := PACKAGE.parent / f"{GROUP}__mypyc{suffix}").exists():
-            return {f"{GROUP}__mypyc": path}
-    return {}
+SHARED = f"{GROUP}__mypyc"  # the compiled code itself, a top-level module beside the package
 
 
 def choose() -> tuple[str, str]:
@@ -50,13 +43,14 @@ def choose() -> tuple[str, str]:
     imported."""
     if os.environ.get("MRCLAB_PURE") == "1":
         return "pure", "MRCLAB_PURE=1"
-    shims, code = [_compiled_file(source) for source in COMPILED], _shared_library()
+    shims = [_extension(PACKAGE / source.removesuffix(".py")) for source in COMPILED]
+    code = _extension(PACKAGE.parent / SHARED)
     if not code and not any(shims):
         return "pure", "not compiled (no C compiler or mypyc when it was installed, or MRCLAB_PURE=1 then)"
     if not code or not all(shims):
         return "pure", "the compiled build is incomplete (run `make build`)"
     # the compiled code is in the shared library (a module's own file is a shim, rewritten only when it changes)
-    built_at = next(iter(code.values())).stat().st_mtime
+    built_at = code.stat().st_mtime
     if stale := [s for s in COMPILED if (PACKAGE / s).stat().st_mtime > built_at]:
         return "pure", f"the compiled build is older than {stale[0]} (run `make build`)"
     return "compiled", "mypyc"
@@ -80,8 +74,9 @@ class _Files(importlib.abc.MetaPathFinder):
 
 BUILD, WHY = choose()
 if not any(isinstance(f, _Files) for f in sys.meta_path):
+    _shared = _extension(PACKAGE.parent / SHARED)
     sys.meta_path.insert(0, _Files({_module(s): PACKAGE / s for s in COMPILED} if BUILD == "pure"
-                                   else _shared_library()))
+                                   else {SHARED: _shared} if _shared else {}))
 
 
 def running() -> dict[str, str]:

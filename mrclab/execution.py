@@ -14,7 +14,6 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from sys import intern
 
 from . import timeline
 from .actions import ACTIONS, clears_target
@@ -251,11 +250,10 @@ class Execution:
                     o.fail(key, e.get("reason", "failed"))
                 if workload is not None and key not in o.workload_of:
                     finished.append((key, workload))
-            elif kind == "ev_state":  # a long run has many: its names are shared, not one string per change
+            elif kind == "ev_state":
                 plane, spine = self.topo.plan.ev_path(e["ev"])
-                o.ev_changes.append(EvChange(round(e["t"] - o.t0, 6), intern(e["host"]),
-                                             self.topo.host_names[e["peer"]], e["ev"], plane,
-                                             intern(f"p{plane}s{spine}"), intern(e["old"]), intern(e["new"])))
+                o.ev_changes.append(EvChange(round(e["t"] - o.t0, 6), e["host"], self.topo.host_names[e["peer"]],
+                                             e["ev"], plane, f"p{plane}s{spine}", e["old"], e["new"]))
             elif kind == "nic":
                 owner = self.topo.host_names[e["of"]] if "of" in e else e["host"]
                 o.nic_changes.append(NicChange(round(e["t"] - o.t0, 6), owner, e["plane"], e["state"], e["host"]))

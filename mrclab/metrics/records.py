@@ -1,7 +1,7 @@
 """Frozen records of one dataclass, kept column by column in typed arrays.
 
 A long run makes one record per step and per EV state change (thousands a minute); as objects they cost
-about 150 bytes each, as columns about 20, so the runner's memory stays flat enough over hours. Each field
+about 150 bytes each, as columns about 45, so the runner's memory stays flat enough over hours. Each field
 is an ``int``, a ``float`` or a ``str`` (strings are stored once, by number).
 """
 from __future__ import annotations

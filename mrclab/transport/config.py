@@ -17,6 +17,7 @@ from .wire import DATA_HEADER_LEN, ETHERNET_HEADER, IP_UDP_OVERHEAD, MAX_PAYLOAD
 
 CC_TARGET_DELAY_FLOOR = 0.004  # s: the delay target's default, and its floor when the links set it
 
+
 @dataclass(frozen=True)
 class TransportConfig:
     mss: int = 8192

@@ -40,7 +40,7 @@ def test_a_source_newer_than_its_compiled_module_runs_as_source(tmp_path):
     """An edit is never shadowed by a stale build, in a copy of the package (the checkout is not touched)."""
     copy = tmp_path / "src"
     shutil.copytree(build.PACKAGE, copy / "mrclab", ignore=shutil.ignore_patterns("__pycache__", "shipped"))
-    shared = next(build.PACKAGE.parent.glob(f"{build.GROUP}__mypyc.*"))
+    shared = next(build.PACKAGE.parent.glob(f"{build.SHARED}.*"))
     shutil.copy2(shared, copy)
     assert running(path=str(copy))["build"] == "compiled"
     edited = copy / "mrclab" / "transport" / "sender.py"

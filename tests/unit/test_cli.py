@@ -67,6 +67,7 @@ def test_zero_planes_exits_2(tmp_path):
     ("/proc/mrclab-x", "is under /proc, not a real file system"),
     ("/sys/mrclab-x/y", "is under /sys, not a real file system"),
     ("/etc/hostname/x", "/etc/hostname is a file, not a folder"),
+    ("", "'--out': is empty"),  # not the default folder, which nobody typed
 ])
 def test_a_bad_out_folder_is_refused_before_any_lab(out, fragment):
     result = mrclab("run", "smoke", "--out", out)
