@@ -91,7 +91,8 @@ def build_datapath(args: argparse.Namespace, payloads: Payloads, emit):
         from .tcp import TcpDatapath, check_options
         check_options(args.options)
         return TcpDatapath.open(args.plan, args.host, payloads, emit, seg6_routes=not ecmp)
-    from .mrc import MrcDatapath, configure, open_entropy_sockets, open_sockets
+    from .endpoint import configure
+    from .mrc import MrcDatapath, open_entropy_sockets, open_sockets
     config = configure(args.options, args.mtu, single_path=transport.single_path)
     qp_configs = [(first, end, configure(options, args.mtu, single_path=False)) for first, end, options in
                   args.qp_options]

@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..agent.mrc import MARK_BIN_S
+from ..agent.endpoint import MARK_BIN_S
 from .outcome import Outcome
 from .rtt import rtt_quantile
 

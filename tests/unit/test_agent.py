@@ -12,8 +12,9 @@ import pytest
 from mrclab.addressing import HOST_BASE, Plan, conn_id, decode
 from mrclab.agent.__main__ import BadArguments, parse_args
 from mrclab.agent.control import ProtocolError, parse_request
+from mrclab.agent.endpoint import configure
 from mrclab.agent.host import Agent
-from mrclab.agent.mrc import MrcDatapath, configure
+from mrclab.agent.mrc import MrcDatapath
 from mrclab.agent.payload import POOL_BYTES, Payloads
 from mrclab.metrics.results import PACKET_KEYS, PATH_KEYS
 from mrclab.metrics.rtt import rtt_quantile

@@ -6,7 +6,8 @@ import time
 
 from mrclab.addressing import Plan, decode
 from mrclab.agent.__main__ import parse_args
-from mrclab.agent.mrc import ENTROPY_PORT_BASE, MrcDatapath, configure
+from mrclab.agent.endpoint import configure
+from mrclab.agent.mrc import ENTROPY_PORT_BASE, MrcDatapath
 from mrclab.agent.payload import Payloads
 from mrclab.transport import MRC_UDP_PORT
 from tests.fakes import InboxSocket
