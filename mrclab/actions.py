@@ -51,3 +51,20 @@ def mends_cut(action: str) -> bool:
 def clears_target(action: str, loss_probability: float | None) -> bool:
     """Does it leave its target healthy? A repair does, and so does a loss of 0."""
     return ACTIONS[action].repair or (action == "loss" and not loss_probability)
+
+
+def perform(faults, action: str, target: str, *, loss_probability: float | None = None,
+            rate_bps: float | None = None) -> float | None:
+    """Call the method of `faults` (a fabric's: the lab's or the simulator's) that the action's row names, with its
+    setting; what it returns (a cable says when it changed)."""
+    if action not in ACTIONS:
+        raise ValueError(f"unknown fabric action {action!r}")
+    if action == "loss":
+        return faults.loss(target, loss_probability or 0.0)
+    if action == "rate":
+        if rate_bps is None:
+            raise ValueError("a rate action needs rate_bps")
+        return faults.rate(target, int(rate_bps))
+    if action == "blackhole":
+        return faults.blackhole(target, True)
+    return getattr(faults, action)(target)

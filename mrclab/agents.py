@@ -150,6 +150,11 @@ class Agents:
             reply = self.call(agent.host, "ping", timeout=max(deadline - time.monotonic(), 1.0))
             self.builds[agent.host] = reply.get("build", {})
 
+    @property
+    def answering(self) -> bool:
+        """Whether agents are there to ask (none once stopped, or if they never started)."""
+        return bool(self.controls)
+
     def build(self) -> dict:
         """The transport build the agents ran (`mrclab.build`): one, or "mixed" naming each agent's."""
         kinds = {b.get("build") for b in self.builds.values()}
@@ -175,6 +180,13 @@ class Agents:
             if time.monotonic() >= deadline:
                 return False
             self.poll(0.02)
+
+    def _merge_marks(self, reply: dict) -> None:
+        """Take a reply's `marks` into the run's: each reply has only what is new since the last."""
+        for key, bins in reply.pop("marks", {}).items():
+            merged = self.marks.setdefault(key, {})
+            for slot, n in bins.items():
+                merged[int(slot)] = merged.get(int(slot), 0) + n
 
     def _add_sample(self, round_no: int, reply: dict) -> None:
         row, counters, states = self.samples, reply.get("counters", {}), reply.get("ev_states")
@@ -246,10 +258,7 @@ class Agents:
                 message = json.loads(agent.buffer[:newline])
                 del agent.buffer[:newline + 1]
                 if "id" in message:
-                    for key, bins in message.pop("marks", {}).items():  # each reply has only what is new
-                        merged = self.marks.setdefault(key, {})
-                        for slot, n in bins.items():
-                            merged[int(slot)] = merged.get(int(slot), 0) + n
+                    self._merge_marks(message)
                     if message["id"] in agent.sampling:
                         self._add_sample(agent.sampling.pop(message["id"]), message)
                     elif message["id"] in agent.unawaited:

@@ -23,6 +23,7 @@ from rich.table import Table
 
 from . import check as check_mod
 from . import runstate
+from .engines import ENGINES
 from .errors import EnvironmentNotReady, ExpectationFailed, MrclabError, Terminated, UsageError
 from .metrics import expectations
 from .spec import topology as topology_mod
@@ -158,6 +159,9 @@ class _OutFolder(click.Path):
 
 
 OUT_FOLDER = _OutFolder(file_okay=False)
+ENGINE_OPTION = click.option("--engine", type=click.Choice(tuple(ENGINES)), default=None,
+                             help="Where packets move (the scenario key engine; default lab): lab runs real packets, "
+                                  "sim the same scenario in simulated time.")
 
 
 def empty_out(path: Path, option: str = "--out") -> Path:
@@ -201,17 +205,18 @@ def empty_out(path: Path, option: str = "--out") -> Path:
               help="Run it on that machine over SSH and fetch the results here (env MRCLAB_TARGET).")
 @click.option("--allow-concurrent", is_flag=True, help="Run even while another mrclab run is live here; both "
               "runs' fidelity is then not ok.")
+@ENGINE_OPTION
 @ssh_options
 def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], capture: str | None, capture_full: bool,
         as_json: bool, dry_run: bool, progress_jsonl: str | None, target: str | None, allow_concurrent: bool,
-        identity: str | None, known_hosts: str | None, accept_new_host_key: bool) -> None:
+        engine: str | None, identity: str | None, known_hosts: str | None, accept_new_host_key: bool) -> None:
     """Run a scenario with a live progress view; write its results directory."""
     from . import capture as capture_mod
     from . import preflight
     from .spec import scenario as scenario_mod
 
     overrides += ((f"capture.interfaces={capture}",) if capture is not None else ()) + (
-        ("capture.packets=full",) if capture_full else ())
+        ("capture.packets=full",) if capture_full else ()) + ((f"engine={engine}",) if engine else ())
     spec = scenario_mod.load(scenario, list(overrides))
     preflight.check(spec)
     if dry_run:
@@ -231,7 +236,8 @@ def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], capture:
     if identity or known_hosts or accept_new_host_key:
         raise UsageError("--identity, --known-hosts and --accept-new-host-key go with --target")
     target_dir = results_dir(spec.name, out_dir)
-    require_lab(allow_concurrent)
+    if ENGINES[spec.engine].lab:
+        require_lab(allow_concurrent)
     if spec.capture.on:
         capture_mod.tool("dumpcap")
     from . import runner
@@ -264,10 +270,14 @@ def require_lab(allow_concurrent: bool = False) -> None:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key at every point.")
 @click.option("--out", "out_dir", type=OUT_FOLDER,
               help="Sweep folder (default results/sweep-<name>-<UTC timestamp>/); give an earlier one to resume it.")
-def sweep(scenario: str, grid: tuple[str, ...], repeat: int, overrides: tuple[str, ...], out_dir: str | None) -> None:
+@ENGINE_OPTION
+def sweep(scenario: str, grid: tuple[str, ...], repeat: int, overrides: tuple[str, ...], out_dir: str | None,
+          engine: str | None) -> None:
     """Run a grid of one scenario with repetitions; write runs.csv and summary.csv (median, 95% interval)."""
     from . import sweep as sweep_mod
     from .spec import scenario as scenario_mod
+
+    overrides += (f"engine={engine}",) if engine else ()
 
     base = scenario_mod.load(scenario, list(overrides))
     plan = sweep_mod.Plan(str(scenario_mod.resolve_path(scenario)), sweep_mod.Grid.parse(list(grid)), repeat,
@@ -281,7 +291,8 @@ def sweep(scenario: str, grid: tuple[str, ...], repeat: int, overrides: tuple[st
             raise UsageError(f"--out {root}: holds another sweep (sweep.json differs): give a new folder")
     else:
         empty_out(root)
-    require_lab()
+    if ENGINES[base.engine].lab:
+        require_lab()
     root.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps(plan.to_dict(text), indent=2) + "\n")
     from . import runner

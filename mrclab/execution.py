@@ -82,7 +82,7 @@ class _Driver:
         topo, o = self.ex.topo, self.ex.outcome
         peer = topo.host_index(dst)
         key = MessageKey(conn_id(topo.host_index(src), peer, self.qp_base + qp), msg)
-        o.post(key, size, time.monotonic(), self.index)
+        o.post(key, size, self.ex.clock(), self.index)
         self.ex.agents.post(src, conn=key.conn, peer=peer, msg=msg, size=size)
         return key
 
@@ -110,13 +110,13 @@ class _Collective(_Driver):
             self.done = True
             return
         if self.index == 0:  # at_step counts the first workload's steps
-            for action in timeline.step_actions(ex.s.events, self.step, time.monotonic() - o.t0):
+            for action in timeline.step_actions(ex.s.events, self.step, self.ex.clock() - o.t0):
                 heapq.heappush(ex.queue, action)
             ex.fire_due()  # a fault at a step's start comes before its first packet
-            ex.progress.step, ex.progress.step_started = self.step, time.monotonic()
+            ex.progress.step, ex.progress.step_started = self.step, self.ex.clock()
         transfers = step_transfers(self.w, self.step, ex.s.seed)
         self.ideal = ideal_step_seconds(transfers, ex.topo)
-        self.started = time.monotonic()
+        self.started = self.ex.clock()
         n = self.w.connections
         self.keys = set()
         for t in transfers:
@@ -130,7 +130,7 @@ class _Collective(_Driver):
         if self.done or any(o.status(k) == "unfinished" for k in self.keys):
             return
         ends = [o.ends.pop(k) for k in self.keys if k in o.ends]  # delivered *and* acknowledged: the step is over
-        last = max(ends) if ends else time.monotonic()             # only then (a lost ACK stalls it as surely)
+        last = max(ends) if ends else self.ex.clock()  # only then (a lost ACK stalls it as surely)
         o.record_step(self.w.name, Step(self.step, round(self.started - o.t0, 6), round(last - self.started, 6),
                                         self.ideal), first=self.index == 0)
         if self.index == 0:
@@ -163,9 +163,9 @@ class _Stream(_Driver):
         if finished is not None and finished in self.out:
             self.out.discard(finished)
             self.ex.outcome.ends.pop(finished, None)
-            if time.monotonic() < self.end and finished not in self.ex.outcome.failed:
+            if self.ex.clock() < self.end and finished not in self.ex.outcome.failed:
                 self._post(*self.flow_of[finished.conn])
-        if time.monotonic() >= self.end:
+        if self.ex.clock() >= self.end:
             o = self.ex.outcome
             self.out = {k for k in self.out if o.status(k) == "unfinished"}
             self.done = not self.out
@@ -177,21 +177,23 @@ DRIVERS: dict[bool, type[_Driver]] = {False: _Collective, True: _Stream}
 class Execution:
     """One run's workloads, side by side; `run()` returns its Outcome."""
 
-    def __init__(self, scenario: Scenario, fabric, agents: Agents, rows: Callable[[list], None] | None = None):
-        """``rows`` takes messages.csv's row of each message as it finishes."""
-        self.s, self.fabric, self.agents = scenario, fabric, agents
+    def __init__(self, scenario: Scenario, fabric, agents: Agents, rows: Callable[[list], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        """``rows`` takes messages.csv's row of each message as it finishes; ``clock`` is the engine's (the
+        monotonic clock in the lab, simulated time in the simulator)."""
+        self.s, self.fabric, self.agents, self.clock = scenario, fabric, agents, clock
         self.topo = scenario.topology
         self.outcome = Outcome(rows=rows)
         for index, w in enumerate(scenario.workloads):
             if w.stream:
                 self.outcome.binning[index] = Bins(w.bin_s, math.ceil(w.duration_s / w.bin_s - 1e-9), w.duration_s)
-        self.progress = Progress(scenario.workload.steps)
+        self.progress = Progress(scenario.workload.steps, clock=clock, simulated=clock is not time.monotonic)
         self.queue: list[timeline.Action] = []
         self.open_cuts: dict[str, _OpenCut] = {}  # target -> its cut
 
     def run(self) -> Outcome:
         o, s = self.outcome, self.s
-        o.t0 = time.monotonic()
+        o.t0 = self.clock()
         deadline = o.t0 + s.duration_limit_s
         self.queue = list(timeline.timed_actions(s.events))
         heapq.heapify(self.queue)
@@ -202,7 +204,7 @@ class Execution:
             driver.start()
         self.fire_due()
         while not all(d.done for d in drivers):
-            now = time.monotonic()
+            now = self.clock()
             if now >= deadline:
                 o.aborted = f"duration_limit of {s.duration_limit_s:g}s reached" + (
                     f" in step {self.progress.step}" if not s.workload.stream else "")
@@ -215,7 +217,7 @@ class Execution:
                 driver.advance(None)
             self.fire_due()
             self._sample_due()
-        o.t_end = time.monotonic()
+        o.t_end = self.clock()
         self._snapshot_open_cuts()
         for action in sorted(self.queue):  # placed by time beyond the end of the workload
             if all(u.event_index != action.event_index for u in o.unfired):
@@ -226,7 +228,7 @@ class Execution:
 
     def _sample_due(self) -> None:
         o = self.outcome
-        now = time.monotonic() - o.t0
+        now = self.clock() - o.t0
         if now - (o.sample_times[-1] if o.sample_times else -SAMPLE_INTERVAL_S) >= SAMPLE_INTERVAL_S:
             o.sample_times.append(round(now, 6))
             self.agents.sample()  # its round number is the index of this time
@@ -262,7 +264,7 @@ class Execution:
 
     def fire_due(self) -> None:
         o = self.outcome
-        while self.queue and self.queue[0].t_s <= time.monotonic() - o.t0:
+        while self.queue and self.queue[0].t_s <= self.clock() - o.t0:
             action = heapq.heappop(self.queue)
             opened = self.open_cuts.get(action.target)
             if opened is not None and o.fired[opened.index].action in ACTIONS[action.action].clears:

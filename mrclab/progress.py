@@ -16,6 +16,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,12 +37,19 @@ class Progress:
     delivered_bytes: int = 0
     active_faults: dict = field(default_factory=dict)
     failed: int = 0
+    clock: Callable[[], float] = time.monotonic  # the run's clock: simulated time in the simulator
+    simulated: bool = False  # then records also carry the simulated and the wall time since the start
+    started: float = field(default_factory=time.monotonic)
 
-    def record(self, now: float) -> dict:
-        return {"event": "progress", "step": self.step, "steps_total": self.steps_total,
-                "this_step_s": round(now - self.step_started, 6) if self.step_started else 0.0,
-                "last_step_s": self.last_step_s, "delivered_bytes": self.delivered_bytes, "failed": self.failed,
-                "active_faults": dict(self.active_faults)}
+    def record(self) -> dict:
+        now = self.clock()
+        record = {"event": "progress", "step": self.step, "steps_total": self.steps_total,
+                  "this_step_s": round(now - self.step_started, 6) if self.step_started else 0.0,
+                  "last_step_s": self.last_step_s, "delivered_bytes": self.delivered_bytes, "failed": self.failed,
+                  "active_faults": dict(self.active_faults)}
+        if self.simulated:
+            record.update(simulated_s=round(now, 6), wall_s=round(time.monotonic() - self.started, 3))
+        return record
 
 
 def start_record(scenario, run_id: str) -> dict:
@@ -62,7 +70,9 @@ def view(start: dict, record: dict | None):
         return Text(f"step {0:>{width}}/{total}  building the lab", no_wrap=True)
     last = "-" if record["last_step_s"] is None else f"{record['last_step_s'] * 1000:.0f} ms"
     faults = ", ".join(f"{a} {t}" for t, a in record["active_faults"].items()) or "none"
-    return Text(f"step {record['step'] + 1:>{width}}/{total}  this {record['this_step_s'] * 1000:>6.0f} ms  "
+    clock = (f"simulated {record['simulated_s']:.4f} s in {record['wall_s']:.0f} s  "
+             if "simulated_s" in record else "")
+    return Text(f"step {record['step'] + 1:>{width}}/{total}  {clock}this {record['this_step_s'] * 1000:>6.0f} ms  "
                 f"last {last:>7}  delivered {record['delivered_bytes'] / 2**20:>7.1f} MiB  "
                 f"failed {record['failed']:>3}  faults: {faults}", overflow="ellipsis", no_wrap=True)
 
@@ -87,7 +97,7 @@ class JsonlWriter:
             stopped = False
             while not stopped:  # the last record, written on close, shows the last step finished
                 stopped = self.stopped.wait(INTERVAL_S)
-                self.write(progress.record(time.monotonic()))
+                self.write(progress.record())
         self.thread = threading.Thread(target=loop, name="progress-jsonl", daemon=True)
         self.thread.start()
 

@@ -115,8 +115,9 @@ class MrcEndpoint:
         """One probe down every path to ``peer`` (see ``Connection.warm``); how many."""
         self._plan.check_peer(self._host, peer)
         p = self._peer_of(peer, conn_id)
+        probes = p.conn.warm()
         self._mark(p)
-        return p.conn.warm()
+        return probes
 
     # -- the host's NICs -----------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ import subprocess
 import time
 from typing import Any
 
-from ..actions import ACTIONS, mends_cut
+from ..actions import perform
 from ..netns import ip_batches
 from ..spec.topology import Link, Topology
 from . import ovs
@@ -98,22 +98,9 @@ class Faults:
               rate_bps: float | None = None) -> float:
         """A scenario event by its SPEC action name, with its setting (`loss_probability` for loss, `rate_bps` for
         rate). Returns the monotonic time the fabric changed, which `avoid_s` and `revive_s` count from."""
-        if ACTIONS[action].cuts or mends_cut(action):  # a cable says when it changed
-            return getattr(self, action)(target)
         t = time.monotonic()
-        if action == "loss":
-            self.loss(target, loss_probability or 0.0)
-        elif action == "rate":
-            if rate_bps is None:
-                raise ValueError("a rate action needs rate_bps")
-            self.rate(target, int(rate_bps))
-        elif action == "blackhole":
-            self.blackhole(target, True)
-        elif action == "restore":
-            self.restore(target)
-        else:
-            raise ValueError(f"unknown fabric action {action!r}")
-        return t
+        changed = perform(self, action, target, loss_probability=loss_probability, rate_bps=rate_bps)
+        return t if changed is None else changed  # a cable says when it changed
 
     def link_counters(self) -> list[dict[str, Any]]:
         """One row per link direction, as results.json `links` wants it: what left `from` towards `to`.

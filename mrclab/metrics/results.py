@@ -176,9 +176,9 @@ class MessageLog:
 
 
 def what_ran(scenario) -> dict:
-    """results.json's `scenario` and `topology`."""
+    """results.json's `scenario`, `engine` and `topology`."""
     topo = scenario.topology
-    return {"scenario": {"name": scenario.name, "file": scenario.source},
+    return {"scenario": {"name": scenario.name, "file": scenario.source}, "engine": scenario.engine,
             "topology": {"name": topo.name, "planes": topo.planes, "leaves": topo.leaves, "spines": topo.spines,
                          "hosts": topo.hosts}}
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
+from .. import engines, transports
 from .. import routing as routing_mod
-from .. import transports
 from ..actions import ACTIONS, LINK, SWITCH
 from ..errors import UsageError
 from ..shipped import folder
@@ -59,6 +59,7 @@ DEFAULTS: dict[str, Any] = {
     "transport": transports.DEFAULT,
     "routing": routing_mod.DEFAULT,
     "datapath": "auto",
+    "engine": engines.DEFAULT,
     "seed": 1,
     "duration_limit": "60s",
     "workload": {"hosts": "all", "message": "1MiB", "steps": 10, "connections": 1},
@@ -188,6 +189,7 @@ class Scenario:
     expect: dict = field(default_factory=dict, hash=False)
     datapath: str = "auto"
     capture: Capture = Capture()
+    engine: str = engines.DEFAULT
     source: str = field(default="", compare=False)
 
     @property
@@ -204,7 +206,8 @@ class Scenario:
     def to_dict(self) -> dict[str, Any]:
         workloads = [w.to_dict() for w in self.workloads]
         return {"name": self.name, "description": self.description, "topology": self.topology.to_dict(),
-                "transport": self.transport, "routing": self.routing, "datapath": self.datapath, "seed": self.seed,
+                "engine": self.engine, "transport": self.transport, "routing": self.routing,
+                "datapath": self.datapath, "seed": self.seed,
                 "duration_limit": f"{self.duration_limit_s:g}s",
                 **({"workload": workloads[0]} if len(workloads) == 1 else {"workloads": workloads}),
                 "events": [e.to_dict() for e in self.events],
@@ -260,12 +263,12 @@ def load(ref: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     return from_mapping(apply_overrides(data, list(overrides), str(path)), str(path), default_name=path.stem)
 
 
-def _topology(r: Reader, source: str) -> Topology:
+def _topology(r: Reader, source: str, engine: str) -> Topology:
     ref = r.raw("topology")
     if ref is None:
         r.fail("topology", "is required: a file stem in topologies/, a path, or a mapping")
     if isinstance(ref, dict):
-        return topology_mod.from_mapping(ref, f"{source}: topology", default_name="inline")
+        return topology_mod.from_mapping(ref, f"{source}: topology", default_name="inline", engine=engine)
     if not isinstance(ref, str):
         r.fail("topology", f"expected a file stem, a path or a mapping, got {ref!r}")
     path = topology_mod.resolve_path(ref)
@@ -275,7 +278,7 @@ def _topology(r: Reader, source: str) -> Topology:
     if not is_file(path):
         r.fail("topology", f"no topology {short(ref)} (shipped: {', '.join(topology_mod.shipped())})")
     try:
-        return topology_mod.load(path)
+        return topology_mod.load(path, engine=engine)
     except UsageError as exc:
         r.fail("topology", str(exc))
 
@@ -474,7 +477,8 @@ def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scen
         r.fail("name", f"{short(name)} must be 1 to 64 of A-Z a-z 0-9 . _ - (not starting with a dot):"
                        " it names the results directory")
     description = r.get("description", text_or_empty, DEFAULTS["description"])
-    topo = _topology(r, source)
+    engine = r.choice("engine", tuple(engines.ENGINES), DEFAULTS["engine"])
+    topo = _topology(r, source, engine)
     routing = r.choice("routing", tuple(routing_mod.ROUTINGS), DEFAULTS["routing"])
     datapath = r.choice("datapath", DATAPATHS, DEFAULTS["datapath"])
     limit = r.get("duration_limit", seconds, seconds(DEFAULTS["duration_limit"]))
@@ -496,10 +500,22 @@ def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scen
     ro.done(("convergence_delay",))
     expect = _expect(r.sub("expect"))
     capture = _capture(r, topo)
-    r.done(("name", "description", "topology", "transport", "routing", "datapath", "seed", "duration_limit",
-            "workload", "workloads", "events", "transport_options", "routing_options", "expect", "capture"))
+    _check_engine(r, engine, {transport} | {w.transport for w in workloads if w.transport}, capture)
+    r.done(("name", "description", "topology", "engine", "transport", "routing", "datapath", "seed",
+            "duration_limit", "workload", "workloads", "events", "transport_options", "routing_options", "expect",
+            "capture"))
     return Scenario(name, description, topo, transport, routing, seed, limit, workloads, events,
-                    dict(options), delay, expect, datapath=datapath, capture=capture, source=source)
+                    dict(options), delay, expect, datapath=datapath, capture=capture, engine=engine, source=source)
+
+
+def _check_engine(r: Reader, engine: str, used: set[str], capture: Capture) -> None:
+    """What the engine cannot run is refused here, with the engine that can."""
+    row = engines.ENGINES[engine]
+    for transport in sorted(used - set(row.transports)):
+        r.fail("transport", f"{transport} is not modelled by engine {engine} (it runs "
+                            f"{', '.join(row.transports)}); run it on engine lab")
+    if capture.on and not row.lab:
+        r.fail("capture", f"engine {engine} moves no real packets to capture; run it on engine lab")
 
 
 def text_or_empty(value: Any) -> str:

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from ..addressing import Plan
+from ..engines import DEFAULT as ENGINE_DEFAULT
+from ..engines import ENGINES
 from ..errors import UsageError
 from ..shipped import folder
 from ..units import format_rate, format_size, rate_bps, size_bytes
@@ -15,10 +17,6 @@ from .reader import Reader, boolean, clip, integer, is_file, load_yaml, text
 
 TOPOLOGY_DIR = folder("topologies")
 
-# Beyond these a 2-core machine cannot emulate the fabric faithfully; the numbers are
-# checked by `mrclab topo show` before anything is built.
-MAX_SWITCHES = 256
-MAX_HOSTS = 64
 
 DEFAULTS: dict[str, Any] = {
     "planes": 4, "leaves": 4, "spines": 4, "hosts_per_leaf": 2,
@@ -160,7 +158,9 @@ def node_parts(name: str) -> tuple[str, int, int]:
     return parsed
 
 
-def from_mapping(data: Any, source: str, default_name: str = "inline") -> Topology:
+def from_mapping(data: Any, source: str, default_name: str = "inline", engine: str = ENGINE_DEFAULT) -> Topology:
+    """A topology the engine can run: the lab's sizes are what a 2-core machine emulates faithfully (checked by
+    `mrclab topo show` before anything is built); the simulator's, what the address plan holds."""
     r = Reader(data, source)
     name = r.get("name", text, default_name)
     planes = r.get("planes", integer(1, 16), DEFAULTS["planes"])
@@ -192,10 +192,14 @@ def from_mapping(data: Any, source: str, default_name: str = "inline") -> Topolo
         r.fail("links.ecn_min" if links.has("ecn_min") else "links.ecn_max",
                f"ecn_min ({ecn_min} bytes{given['ecn_min']}) must be below ecn_max ({ecn_max} bytes{given['ecn_max']})")
     switches = planes * (leaves + spines)
-    if switches > MAX_SWITCHES:
-        r.fail("planes", f"{switches} switches is more than this emulator runs faithfully ({MAX_SWITCHES})")
-    if leaves * hosts_per_leaf > MAX_HOSTS:
-        r.fail("hosts_per_leaf", f"{leaves * hosts_per_leaf} hosts is more than this emulator runs ({MAX_HOSTS})")
+    limits = ENGINES[engine]
+    more = "" if engine != ENGINE_DEFAULT else "; the simulator runs more (--engine sim)"
+    if switches > limits.max_switches:
+        r.fail("planes", f"{switches} switches is more than engine {engine} runs faithfully "
+                         f"({limits.max_switches}){more}")
+    if leaves * hosts_per_leaf > limits.max_hosts:
+        r.fail("hosts_per_leaf", f"{leaves * hosts_per_leaf} hosts is more than engine {engine} runs "
+                                 f"({limits.max_hosts}){more}")
     return Topology(name, planes, leaves, spines, hosts_per_leaf, host_rate, fabric_rate, queue, mtu, trim,
                     ecn, ecn_min, ecn_max, source)
 
@@ -208,11 +212,11 @@ def resolve_path(ref: str) -> Path:
     return TOPOLOGY_DIR / f"{ref}.yaml"
 
 
-def load(ref: str | Path) -> Topology:
+def load(ref: str | Path, engine: str = ENGINE_DEFAULT) -> Topology:
     path = resolve_path(str(ref))
     if not is_file(path):
         raise UsageError(f"{clip(path)}: no such topology file (shipped: {', '.join(shipped()) or 'none'})")
-    return from_mapping(load_yaml(path, "topology file"), str(path), default_name=path.stem)
+    return from_mapping(load_yaml(path, "topology file"), str(path), default_name=path.stem, engine=engine)
 
 
 def shipped() -> list[str]:

@@ -40,7 +40,7 @@ from .wire import DATA, DATA_HEADER_LEN, IP_UDP_OVERHEAD, trim
 class Link:
     __slots__ = ("name", "rate", "delay", "queue", "trim", "loss", "reorder", "reorder_delay", "dup", "corrupt",
                  "ecn_min", "ecn_max", "jitter", "blackhole", "busy_until", "last_arrival", "tx_packets", "tx_bytes",
-                 "drops", "trims")
+                 "drops", "trims", "cut_drops", "loss_drops", "stranded", "ecn_marked", "queued", "priority_packets")
 
     def __init__(self, name: str, rate: float, delay: float = 0.0, queue: int = 65536, trim: bool = True,
                  loss: float = 0.0, reorder: float = 0.0, reorder_delay: float = 0.0, dup: float = 0.0,
@@ -63,13 +63,21 @@ class Link:
         self.busy_until = 0.0
         self.last_arrival = 0.0
         self.tx_packets = self.tx_bytes = self.drops = self.trims = 0
+        self.cut_drops = self.loss_drops = self.ecn_marked = self.priority_packets = 0  # drops: all, these among them
+        self.stranded = 0  # accepted before the link was cut, and lost with it (queued or on the wire)
+        self.queued = 0.0  # seconds bulk packets waited behind the bytes ahead of them, summed
 
     def transmit(self, datagram, now: float, rng: random.Random, trimmable: bool = True
                  ) -> tuple[float, bytes, bool] | None:
         """When ``datagram`` reaches the far end, what it looks like then and whether this port marked it CE; None
         if it is lost here. A packet that is not ``trimmable`` (RoCE's) is dropped where MRC's would be trimmed."""
-        if self.blackhole or (self.loss and rng.random() < self.loss):
+        if self.blackhole:
             self.drops += 1
+            self.cut_drops += 1
+            return None
+        if self.loss and rng.random() < self.loss:
+            self.drops += 1
+            self.loss_drops += 1
             return None
         size = len(datagram) + IP_UDP_OVERHEAD
         backlog = (self.busy_until - now) * self.rate / 8 if self.busy_until > now else 0.0
@@ -87,11 +95,15 @@ class Link:
         if priority:  # strict priority: ahead of the queue, taking its share of the line all the same
             depart = now + elapsed
             self.busy_until = (self.busy_until if self.busy_until > now else now) + elapsed
+            self.priority_packets += 1
         else:
             low, high = self.ecn_min, self.ecn_max
             if low is not None and high is not None and backlog > low:
                 marked = backlog >= high or rng.random() * (high - low) < backlog - low
-            depart = (self.busy_until if self.busy_until > now else now) + elapsed
+                self.ecn_marked += marked
+            start = self.busy_until if self.busy_until > now else now
+            self.queued += start - now
+            depart = start + elapsed
             self.busy_until = depart
         if self.corrupt and len(datagram) > DATA_HEADER_LEN and rng.random() < self.corrupt:  # a payload bit
             datagram = bytearray(datagram)
@@ -112,15 +124,18 @@ class Link:
 class Endpoint:
     """A connection at a host, talking to the same ``conn_id`` at ``peer``."""
 
-    __slots__ = ("host", "peer", "conn", "timer_at", "events", "on_event")
+    __slots__ = ("host", "peer", "conn", "timer_at", "events", "on_event", "on_service")
 
     def __init__(self, host, peer, conn: Connection) -> None:
         self.host = host
         self.peer = peer
         self.conn = conn
         self.timer_at = float("inf")
-        self.events: list[tuple[float, object]] = []  # (time, event) for every event the connection raised
+        self.events: list[tuple[float, object]] | None = []  # (time, event) of every event raised; None: not kept
         self.on_event: Callable[[Network, Endpoint, object], None] | None = None
+        self.on_service: Callable[[Network, Endpoint], None] | None = None
+        """Takes the connection's events itself, after each time the network serviced it (instead of `events` and
+        `on_event`): how a host that owns many connections hears of them."""
 
 
 Route = Callable[[Any, Any, int], Sequence[Link]]
@@ -138,6 +153,11 @@ class Network:
         self._seq = 0
         self._endpoints: dict[tuple, Endpoint] = {}
         self._nic_down: dict[Any, int] = {}  # host -> its planes whose NIC is down
+
+    @property
+    def events(self) -> int:
+        """Events scheduled so far (packet hops, timers, faults): the simulation's work."""
+        return self._seq
 
     def at(self, when: float, fn: Callable, *args) -> None:
         """Call ``fn(*args)`` at simulated time ``when`` (faults, workload steps, measurements)."""
@@ -158,6 +178,22 @@ class Network:
             self._endpoints[host, conn_id] = ep
             ends.append(ep)
         return ends[0], ends[1]
+
+    def attach(self, host, peer, conn: Connection) -> Endpoint:
+        """One end of a connection made elsewhere (a host's own): the network delivers ``conn``'s datagrams from
+        ``peer`` to it and ships what it sends."""
+        if (host, conn.conn_id) in self._endpoints:
+            raise ValueError(f"host {host} already has connection {conn.conn_id}")
+        ep = self._endpoints[host, conn.conn_id] = Endpoint(host, peer, conn)
+        return ep
+
+    def reroute(self) -> None:
+        """Forget the routes taken so far: the fabric's forwarding changed (ECMP reconverged)."""
+        self._routes.clear()
+
+    def service(self, ep: Endpoint) -> None:
+        """Something happened to ``ep``'s connection outside the network (a post, a NIC): ship what it has."""
+        self._service(ep)
 
     def send(self, ep: Endpoint, msg_id: int, data: bytes, when: float | None = None) -> None:
         """Post a message on ``ep`` now or at ``when``."""
@@ -190,9 +226,10 @@ class Network:
 
     def _service(self, ep: Endpoint) -> None:
         """After anything happened to a connection: hand out its events, ship its datagrams, re-arm its timer."""
-        self._dispatch(ep)
         conn = ep.conn
         now = self.now
+        if ep.on_service is None:
+            self._dispatch(ep)
         while True:
             for ev, datagram in conn.datagrams_to_send(now):
                 key = (ep.host, ep.peer, ev)
@@ -200,6 +237,9 @@ class Network:
                 if path is None:
                     path = self._routes[key] = tuple(self._route(ep.host, ep.peer, ev))
                 self._hop(datagram, path, 0, (ep.peer, conn.conn_id), trimmable=not conn.config.go_back_n)
+            if ep.on_service is not None:
+                ep.on_service(self, ep)
+                break
             if not self._dispatch(ep):  # an event handler may have posted more to send
                 break
         t = conn.next_timer()
@@ -210,7 +250,8 @@ class Network:
     def _dispatch(self, ep: Endpoint) -> bool:
         events = ep.conn.pop_events()
         for event in events:
-            ep.events.append((self.now, event))
+            if ep.events is not None:
+                ep.events.append((self.now, event))
             if ep.on_event is not None:
                 ep.on_event(self, ep, event)
         return bool(events)
@@ -224,7 +265,13 @@ class Network:
 
     def _hop(self, datagram, path: Sequence[Link], index: int, dest: tuple, ce: bool = False,
              trimmable: bool = True) -> None:
-        """One link of ``path``; switches trim MRC data only, never a go-back-N (RoCE) connection's."""
+        """One link of ``path``; switches trim MRC data only, never a go-back-N (RoCE) connection's. A packet that
+        was queued on or crossing a link cut meanwhile is lost with it."""
+        if index:
+            came = path[index - 1]
+            if came.blackhole:
+                came.stranded += 1
+                return
         if index == len(path):
             ep = self._endpoints.get(dest)
             if ep is not None:

@@ -76,7 +76,7 @@ def test_topology_names_and_cabling():
     ({"links": {"queue": "1KiB"}}, "links.queue: must hold at least one MTU"),
     ({"links": {"colour": "red"}}, "links.colour: unknown key"),
     ({"flavour": 1}, "flavour: unknown key"),
-    ({"planes": 16, "leaves": 64}, "more than this emulator"),
+    ({"planes": 16, "leaves": 64}, "more than engine lab runs faithfully"),
     ({"links": {"ecn": "sometimes"}}, "links.ecn: expected true or false"),
     ({"links": {"ecn_max": "65KiB"}}, "links.ecn_max: must be at most the queue (65536 bytes)"),
     ({"links": {"ecn_min": "10KiB", "ecn_max": "10KiB"}}, "links.ecn_min: ecn_min (10240 bytes) must be below"),

@@ -1,0 +1,111 @@
+"""The simulator engine: shipped scenarios in simulated time, through the agents' own transport code; no root."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from mrclab import runner
+from mrclab.spec import scenario as scenario_mod
+from tests.conftest import REPO
+
+WALL_KEYS = ("run_id", "started_at")
+WALL_FIDELITY = ("wall_s", "cpu_s", "notes", "build")
+
+
+def sim(name: str, tmp_path, *sets: str, out: str = "run") -> dict:
+    spec = scenario_mod.load(str(REPO / "scenarios" / f"{name}.yaml"), ["engine=sim", *sets])
+    return runner.run_scenario(spec, tmp_path / out)
+
+
+def verified(doc: dict) -> None:
+    """Every message delivered, every byte checked against the seeded payload."""
+    b = doc["summary"]["bytes"]
+    assert doc["summary"]["messages"]["failed"] == 0
+    assert b["delivered"] > 0 and b["verified"] == b["delivered"]
+
+
+def test_quickstart_routes_around_the_cut_and_says_what_it_modelled(tmp_path):
+    doc = sim("quickstart", tmp_path)
+    verified(doc)
+    assert doc["engine"] == "sim" and doc["datapath"] == "sim" and doc["status"] == "completed"
+    assert all(check["ok"] for check in doc["expectations"]), doc["expectations"]
+    cut = next(e for e in doc["events"] if e["action"] == "link_down")
+    assert 0 < cut["avoid_s"] < 20 * doc["summary"]["base_rtt_s"]  # a few round trips, not a reconvergence
+    assert doc["summary"]["link_drops"]["down_drops"] > 0  # the cut took packets: it happened under load
+    fidelity = doc["fidelity"]
+    assert fidelity["engine"] == "sim" and fidelity["ok"] and fidelity["events"] > 0
+    assert any("ECN" in m for m in fidelity["modelled"]) and any("CPU" in m for m in fidelity["not_modelled"])
+    assert (tmp_path / "run" / "steps.csv").is_file() and (tmp_path / "run" / "messages.csv").is_file()
+
+
+def test_the_same_seed_gives_the_same_results(tmp_path):
+    a, b = (sim("smoke", tmp_path, out=out) for out in ("a", "b"))
+    for doc in (a, b):
+        for key in WALL_KEYS:
+            doc.pop(key)
+        for key in WALL_FIDELITY:
+            doc["fidelity"].pop(key)
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    c = sim("smoke", tmp_path, "seed=2", out="c")
+    assert c["steps"] != a["steps"]
+
+
+def test_ecmp_loses_the_cut_flows_until_the_controller_reconverges(tmp_path):
+    quiet = sim("link-failure-ecmp", tmp_path, "events=[]", "workload.steps=3", out="quiet")
+    busiest = max((row for row in quiet["links"] if row["to"][-2] == "s"), key=lambda row: row["tx_packets"])
+    assert busiest["tx_packets"] > 0  # the leaf uplink the hashed ring uses most: cut that one
+    doc = sim("link-failure-ecmp", tmp_path, "routing_options.convergence_delay=200ms", "workload.steps=12",
+              f"events=[{{at: 1s, action: link_down, target: {busiest['link']}}}, "
+              f"{{at: 2s, action: link_up, target: {busiest['link']}}}]")
+    verified(doc)
+    assert doc["controller"]["flow_mods_after_boot"] > 0  # the member tables were rewritten, twice
+    steps = [s["duration_s"] for s in doc["steps"]]
+    assert max(steps) > 1.5 * sorted(steps)[len(steps) // 2]  # a step waited for the reconvergence
+
+
+def test_a_spine_down_is_routed_around_with_no_flow_mod(tmp_path):
+    doc = sim("switch-failure", tmp_path, "workload.steps=22")
+    verified(doc)
+    assert doc["controller"]["flow_mods_after_boot"] == 0
+    assert all(check["ok"] for check in doc["expectations"]), doc["expectations"]
+    assert sum(row["down_drops"] for row in doc["links"] if "p1s1" in row["link"]) > 0
+
+
+def test_a_pulled_nic_is_heard_at_both_ends_and_the_stream_keeps_three_quarters(tmp_path):
+    doc = sim("nic-cut-stream", tmp_path)
+    verified(doc)
+    changes = {(c["seen_by"], c["host"], c["state"]) for c in doc["nic_changes"]}
+    assert {("h0", "h0", "down"), ("h0", "h0", "up"), ("h4", "h0", "down")} <= changes
+    total, ideal = doc["timeseries"]["total"], doc["workloads"][0]["ideal_bps"]
+    during = [b / ideal for b in total[16:25]]  # the cut lasts from 1.5 s to 2.5 s: the bins wholly within it
+    assert 0.65 < sum(during) / len(during) < 0.85  # three planes of four
+
+
+def test_roce_goes_back_n_and_is_never_trimmed(tmp_path):
+    doc = sim("incast", tmp_path, "transport=roce", "workload.steps=3")
+    verified(doc)
+    assert doc["summary"]["packets"]["trimmed"] == 0
+    assert sum(row["queue_drops"] for row in doc["links"]) > 0  # an incast RoCE cannot trim: its drops
+
+
+@pytest.mark.parametrize("sets, fragment", [
+    (("--set", "transport=tcp"), "tcp is not modelled by engine sim"),
+    (("--capture", "hosts"), "engine sim moves no real packets to capture"),
+])
+def test_what_the_model_cannot_do_is_refused_in_one_line(sets, fragment, tmp_path):
+    result = subprocess.run([sys.executable, "-m", "mrclab", "run", "scenarios/smoke.yaml", "--engine", "sim",
+                             "--out", str(tmp_path / "x"), *sets], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 2, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0] and "Traceback" not in result.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_the_simulator_takes_fabrics_the_lab_refuses(tmp_path):
+    big = ["topology.planes=8", "topology.leaves=32", "topology.spines=16", "topology.hosts_per_leaf=32"]
+    inline = {"name": "big", "planes": 8, "leaves": 32, "spines": 16, "hosts_per_leaf": 32}
+    with pytest.raises(Exception, match="more than engine lab runs.*--engine sim"):
+        scenario_mod.from_mapping({"topology": inline, "workload": {"pattern": "permutation"}}, "t")
+    spec = scenario_mod.from_mapping({"topology": inline, "engine": "sim", "workload": {"pattern": "permutation"}}, "t")
+    assert spec.topology.hosts == 1024 and spec.engine == "sim" and big
