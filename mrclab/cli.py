@@ -327,8 +327,8 @@ def paper(only: str | None, quick: bool, repeat: int, out_dir: str | None) -> No
         empty_out(root)
     todo = [(name, path, sets) for claim in claims for name, path, sets in paper_mod.runs(claim, repeat)
             if not (root / name / "results.json").exists()]
-    if todo:  # judging runs already there needs no lab
-        require_lab()
+    if any(ENGINES[scenario_mod.load(path, list(sets)).engine].lab for _, path, sets in todo):
+        require_lab()  # judging runs already there, or simulating, needs no lab
     root.mkdir(parents=True, exist_ok=True)
     from . import runner
     for name, path, sets in todo:

@@ -101,6 +101,7 @@ class _Collective(_Driver):
     def start(self) -> None:
         self.step = -1
         self.keys: set[MessageKey] = set()
+        self.waiting: set[MessageKey] = set()  # the step's messages still out
         self._next_step()
 
     def _next_step(self) -> None:
@@ -124,10 +125,13 @@ class _Collective(_Driver):
             for qp in range(n):
                 if share + (qp < extra):
                     self.keys.add(self.post(t.src, t.dst, self.step, share + (qp < extra), qp))
+        self.waiting = {k for k in self.keys if self.ex.outcome.status(k) == "unfinished"}
 
     def advance(self, finished: MessageKey | None) -> None:
         o = self.ex.outcome
-        if self.done or any(o.status(k) == "unfinished" for k in self.keys):
+        if finished is not None and finished in self.waiting and o.status(finished) != "unfinished":
+            self.waiting.discard(finished)
+        if self.done or self.waiting:  # a message finishes only by an event, which names it: no scan per poll
             return
         ends = [o.ends.pop(k) for k in self.keys if k in o.ends]  # delivered *and* acknowledged: the step is over
         last = max(ends) if ends else self.ex.clock()  # only then (a lost ACK stalls it as surely)
@@ -193,31 +197,33 @@ class Execution:
 
     def run(self) -> Outcome:
         o, s = self.outcome, self.s
-        o.t0 = self.clock()
+        o.t0, o.started = self.clock(), True
         deadline = o.t0 + s.duration_limit_s
         self.queue = list(timeline.timed_actions(s.events))
         heapq.heapify(self.queue)
         drivers = [DRIVERS[w.stream](self, i, base) for i, (w, base) in enumerate(zip(s.workloads, qp_bases(s),
                                                                                          strict=True))]
-        self.fire_due()
-        for driver in drivers:
-            driver.start()
-        self.fire_due()
-        while not all(d.done for d in drivers):
-            now = self.clock()
-            if now >= deadline:
-                o.aborted = f"duration_limit of {s.duration_limit_s:g}s reached" + (
-                    f" in step {self.progress.step}" if not s.workload.stream else "")
-                break
-            next_action = self.queue[0].t_s + o.t0 if self.queue else deadline
-            self.agents.poll(max(0.0, min(next_action, deadline, now + 0.05) - now))
-            for key, workload in self._drain_events():
-                drivers[workload].advance(key)
-            for driver in drivers:
-                driver.advance(None)
+        try:
             self.fire_due()
-            self._sample_due()
-        o.t_end = self.clock()
+            for driver in drivers:
+                driver.start()
+            self.fire_due()
+            while not all(d.done for d in drivers):
+                now = self.clock()
+                if now >= deadline:
+                    o.aborted = f"duration_limit of {s.duration_limit_s:g}s reached" + (
+                        f" in step {self.progress.step}" if not s.workload.stream else "")
+                    break
+                next_action = self.queue[0].t_s + o.t0 if self.queue else deadline
+                self.agents.poll(max(0.0, min(next_action, deadline, now + 0.05) - now))
+                for key, workload in self._drain_events():
+                    drivers[workload].advance(key)
+                for driver in drivers:
+                    driver.advance(None)
+                self.fire_due()
+                self._sample_due()
+        finally:  # a loop that stops on an error or a signal ends here too
+            o.t_end = self.clock()
         self._snapshot_open_cuts()
         for action in sorted(self.queue):  # placed by time beyond the end of the workload
             if all(u.event_index != action.event_index for u in o.unfired):

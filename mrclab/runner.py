@@ -169,8 +169,8 @@ class Run:
         """The results document, then the agents and the capture stop (the document needs their last word)."""
         try:
             o = self.outcome
-            o.t_end = o.t_end or self.clock()
-            o.t0 = o.t0 or o.t_end
+            if not o.started:  # it stopped before the workload's clock started: a run of no length
+                o.t0 = o.t_end = self.clock()
             failure = None if self.failure is None else (
                 "failed" if isinstance(self.failure, Exception) else "interrupted", describe(self.failure))
             self.doc = document.build(scenario=self.s, run_id=self.run_id, started_at=self.started_at,

@@ -126,6 +126,7 @@ class Outcome:
 
     t0: float = 0.0
     t_end: float = 0.0
+    started: bool = False  # the workload's clock started (t0 is set; 0.0 is a time like any other on sim)
     steps: Records[Step] = field(default_factory=lambda: Records(Step))  # the first workload's (a collective's)
     workload_steps: dict[str, Records[Step]] = field(default_factory=dict)  # every workload's, by name
     workload_of: dict[MessageKey, int] = field(default_factory=dict)  # a message out -> its workload's index

@@ -29,6 +29,7 @@ def test_quickstart_routes_around_the_cut_and_says_what_it_modelled(tmp_path):
     doc = sim("quickstart", tmp_path)
     verified(doc)
     assert doc["engine"] == "sim" and doc["datapath"] == "sim" and doc["status"] == "completed"
+    assert 0.5 < doc["summary"]["goodput_fraction"] <= 1 and doc["summary"]["workload_time_s"] > 1
     assert all(check["ok"] for check in doc["expectations"]), doc["expectations"]
     cut = next(e for e in doc["events"] if e["action"] == "link_down")
     assert 0 < cut["avoid_s"] < 20 * doc["summary"]["base_rtt_s"]  # a few round trips, not a reconvergence
