@@ -37,7 +37,7 @@ def shape(text: str) -> tuple[int, int, int, int]:
 
 def scenario(text: str, rate: str, message: str, steps: int) -> dict:
     planes, leaves, spines, per_leaf = shape(text)
-    return {"name": f"scale-{text}", "engine": "sim", "duration_limit": "1h", "seed": 1,
+    return {"name": f"scale-{text}", "engine": "sim", "duration_limit": "60s", "seed": 1,
             "topology": {"name": f"clos-{text}", "planes": planes, "leaves": leaves, "spines": spines,
                          "hosts_per_leaf": per_leaf,
                          "links": {"host_rate": rate, "fabric_rate": rate, "queue": "1MiB", "mtu": 9000}},
@@ -52,9 +52,11 @@ def run(text: str, build: str, args: argparse.Namespace, folder: Path) -> dict:
     out = folder / f"{text}-{build}"
     env = {**os.environ, **({"MRCLAB_PURE": "1"} if build == "pure" else {})}
     start = time.monotonic()
-    subprocess.run([sys.executable, "-m", "mrclab", "run", str(spec), "--out", str(out), "--json"], cwd=REPO,
-                   env=env, capture_output=True, check=False)
+    done = subprocess.run([sys.executable, "-m", "mrclab", "run", str(spec), "--out", str(out), "--json"], cwd=REPO,
+                          env=env, capture_output=True, text=True, check=False)
     wall = time.monotonic() - start
+    if not (out / "results.json").is_file():
+        raise SystemExit(f"sim_scale.py: {text} ({build}) left no results: {done.stderr.strip()[-300:]}")
     doc = json.loads((out / "results.json").read_text())
     fid = doc["fidelity"]
     if fid["build"] != build:

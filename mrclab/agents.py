@@ -24,6 +24,7 @@ from pathlib import Path
 
 from . import lifeline
 from .addressing import Plan
+from .engines import ENGINES
 from .errors import MrclabError
 from .routing import DEFAULT as ROUTING_DEFAULT
 from .runstate import RunState
@@ -85,15 +86,19 @@ class AgentControl:
 
 
 def effective_options(scenario: Scenario, workload: Workload | None = None) -> dict:
-    """The scenario's transport options over the defaults that follow from its links, with what the transport's
-    row fixes (MRC transports only); with a workload, its own transport and options over the scenario's."""
+    """The scenario's transport options over the defaults that follow from its links (and, on an engine of simulated
+    time, its round trip), with what the transport's row fixes (MRC transports only); with a workload, its own
+    transport and options over the scenario's."""
     row = TRANSPORTS[workload.transport if workload is not None and workload.transport else scenario.transport]
     if not row.mrc:
         return dict(scenario.transport_options)
     topo = scenario.topology
     own = workload.transport_options if workload is not None else {}
-    return {**TransportConfig.link_defaults(topo.host_rate_bps, topo.mtu, topo.planes), **scenario.transport_options,
-            **own, **row.options, "single_path": row.single_path}
+    defaults = TransportConfig.link_defaults(topo.host_rate_bps, topo.mtu, topo.planes)
+    if not ENGINES[scenario.engine].lab:  # simulated time keeps the timers as many round trips long as the lab's
+        from .simulation.fabric import timer_defaults
+        defaults.update(timer_defaults(topo))
+    return {**defaults, **scenario.transport_options, **own, **row.options, "single_path": row.single_path}
 
 
 def qp_options(scenario: Scenario) -> list[list]:
