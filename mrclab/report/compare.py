@@ -36,9 +36,15 @@ def warnings(runs: list[Run]) -> list[str]:
         values = sorted({key(r) for r in runs})
         if len(values) > 1:
             out.append(f"the runs are of different {what} ({', '.join(values)}): not like for like")
+    engines = sorted({r.results.get("engine", "lab") for r in runs})
+    if len(engines) > 1:
+        out.append(f"the runs are on different engines ({', '.join(engines)}): a simulated run's times are "
+                   "simulated, its hosts infinitely fast; compare shares of ideal and ratios, not seconds")
     for r in runs:
         if not r.results["fidelity"]["ok"]:
-            out.append(f"{r.label}: fidelity NOT OK, the host machine limited that run (see its report)")
+            out.append(f"{r.label}: fidelity NOT OK, " + (
+                "the run hit a limit of the simulator's model (see fidelity.limits)"
+                if r.results.get("engine") == "sim" else "the host machine limited that run (see its report)"))
         if r.results.get("status", "completed") != "completed":
             out.append(f"{r.label}: the run did not complete ({r.results['status']})")
     return out

@@ -110,3 +110,16 @@ def test_the_simulator_takes_fabrics_the_lab_refuses(tmp_path):
         scenario_mod.from_mapping({"topology": inline, "workload": {"pattern": "permutation"}}, "t")
     spec = scenario_mod.from_mapping({"topology": inline, "engine": "sim", "workload": {"pattern": "permutation"}}, "t")
     assert spec.topology.hosts == 1024 and spec.engine == "sim" and big
+
+
+def test_compare_takes_a_simulated_run_beside_a_lab_run_and_says_so(tmp_path):
+    from mrclab.report import compare
+    from tests.report_fixture import make_run
+    sim("smoke", tmp_path, out="simulated")
+    make_run(tmp_path / "lab", name="smoke")
+    runs = compare.load_all([str(tmp_path / "simulated"), str(tmp_path / "lab")])
+    assert any("different engines (lab, sim)" in w for w in compare.warnings(runs))
+    result = subprocess.run([sys.executable, "-m", "mrclab", "compare", str(tmp_path / "simulated"),
+                             str(tmp_path / "lab"), "--json"], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert len(json.loads(result.stdout)["runs"]) == 2
