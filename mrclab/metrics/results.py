@@ -96,11 +96,12 @@ def ecn(links: list[dict], agent_stats: dict[str, dict]) -> dict:
             "ev_skips": sum(c.get("ecn_skips", 0) for c in counters)}
 
 
-def connections(agent_stats: dict[str, dict], host_names: list[str]) -> list[dict]:
+def connections(agent_stats: dict[str, dict], host_names: Sequence[str]) -> list[dict]:
     """One row per connection end: the host, its peer, the connection id and its own counters."""
     rows = [{"host": host, "peer": host_names[row["peer"]], **{k: v for k, v in row.items() if k != "peer"}}
             for host, stats in agent_stats.items() for row in stats.get("connections", [])]
-    return sorted(rows, key=lambda r: (host_names.index(r["host"]), host_names.index(r["peer"]), r["conn"]))
+    order = {name: i for i, name in enumerate(host_names)}
+    return sorted(rows, key=lambda r: (order[r["host"]], order[r["peer"]], r["conn"]))
 
 
 def link_drops(links: list[dict]) -> dict:

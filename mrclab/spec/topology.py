@@ -64,7 +64,7 @@ class Topology:
     ecn_max_bytes: int = 0
     source: str = field(default="", compare=False)
 
-    @property
+    @cached_property
     def plan(self) -> Plan:
         return Plan(self.planes, self.leaves, self.spines, self.hosts_per_leaf)
 
@@ -72,9 +72,10 @@ class Topology:
     def hosts(self) -> int:
         return self.leaves * self.hosts_per_leaf
 
-    @property
-    def host_names(self) -> list[str]:
-        return [f"h{n}" for n in range(self.hosts)]
+    @cached_property
+    def host_names(self) -> tuple[str, ...]:
+        """Made once: the runner names a host by its index for every event it records."""
+        return tuple(f"h{n}" for n in range(self.hosts))
 
     @property
     def leaf_names(self) -> list[str]:
