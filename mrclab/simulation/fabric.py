@@ -20,6 +20,7 @@ its NIC went down, as its netlink watch does), ``switch_down`` every cable of th
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from ..actions import perform
@@ -34,26 +35,28 @@ from ..transport.sim import Link, Network
 HOP_DELAY_S = 1e-6
 """Propagation and switching per hop: a few hundred metres of fibre and a switch's cut-through latency."""
 HOST_QUEUE_BYTES = 4 << 20
-TUNED_RATE_BPS = 25_000_000
-"""The link rate the transport's timer defaults were tuned at: the default lab's."""
+TUNED_RATE_BPS, TUNED_QUEUE_BYTES = 25_000_000, 64 << 10
+"""The link rate and queue the transport's timer defaults were tuned at: the default lab's."""
 TIMERS = ("probe_interval", "probe_interval_max", "rto_min", "rto_initial", "rto_max", "reorder_window",
           "reorder_window_max", "hold_window", "dcqcn_period")
 """The transport options that are times of the fabric's, not of the transport's own logic."""
 
 
 def round_trip(topology: Topology, host_rate: float, fabric_rate: float) -> float:
-    """A full packet's unloaded trip host -> leaf -> spine -> leaf -> host in this model, serialization included."""
-    bits = topology.mtu * 8
+    """The longest trip host -> leaf -> spine -> leaf -> host a full packet can take in this model: behind a full
+    queue at every hop, serialization and propagation included (what a loss timer must wait out)."""
+    bits = (topology.queue_bytes + topology.mtu) * 8
     return 2 * (bits / host_rate + bits / fabric_rate) + 4 * HOP_DELAY_S
 
 
 def timer_defaults(topology: Topology) -> dict[str, float]:
-    """The transport's timer defaults scaled to this fabric's round trip against the one they were tuned on (the
-    lab at 25 Mbit; never scaled up): a retransmission, probe or reorder timer is then as many round trips long
-    as in the lab, whether the links run at 25 Mbit or 400 Gbit. The delay target keeps its floor of six full
-    packets at the host link."""
+    """The transport's timer defaults scaled to this fabric's longest round trip against the one they were tuned on
+    (the default lab: 25 Mbit links, 64 KiB queues; never scaled up): a retransmission, probe or reorder timer
+    is then as many loaded round trips long as in the lab, whether the links run at 25 Mbit or 400 Gbit. The
+    delay target keeps its floor of six full packets at the host link."""
+    tuned = dataclasses.replace(topology, queue_bytes=TUNED_QUEUE_BYTES)
     scale = min(1.0, round_trip(topology, topology.host_rate_bps, topology.fabric_rate_bps)
-                / round_trip(topology, TUNED_RATE_BPS, TUNED_RATE_BPS))
+                / round_trip(tuned, TUNED_RATE_BPS, TUNED_RATE_BPS))
     defaults = TransportConfig()
     return {**{name: getattr(defaults, name) * scale for name in TIMERS},
             "cc_target_delay": max(CC_TARGET_DELAY_FLOOR * scale, 6 * topology.mtu * 8 / topology.host_rate_bps)}
