@@ -123,3 +123,24 @@ def test_compare_takes_a_simulated_run_beside_a_lab_run_and_says_so(tmp_path):
                              str(tmp_path / "lab"), "--json"], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stderr
     assert len(json.loads(result.stdout)["runs"]) == 2
+
+
+def test_timers_keep_their_round_trips_at_any_rate_and_the_lab_keeps_its_own():
+    """The transport's timers were tuned on the default lab (25 Mbit, 64 KiB queues): the simulator keeps them
+    there, shrinks them with the fabric's loaded round trip at 400 Gb/s, and a scenario's own options win."""
+    from mrclab.agents import effective_options
+    from mrclab.transport import TransportConfig
+    default = TransportConfig()
+    quickstart = {engine: effective_options(scenario_mod.load(str(REPO / "scenarios" / "quickstart.yaml"),
+                                                              [f"engine={engine}"])) for engine in ("lab", "sim")}
+    assert quickstart["sim"]["rto_min"] == quickstart["lab"].get("rto_min", default.rto_min) == default.rto_min
+    assert quickstart["sim"]["cc_target_delay"] == quickstart["lab"]["cc_target_delay"]
+    fast = ["engine=sim", "topology=clos-8p-8l-8s-400g"]
+    options = effective_options(scenario_mod.load(str(REPO / "scenarios" / "quickstart.yaml"), fast))
+    ratio = options["rto_min"] / default.rto_min
+    assert 1e-3 < ratio < 1e-2 and options["reorder_window"] == pytest.approx(default.reorder_window * ratio)
+    own = effective_options(scenario_mod.load(str(REPO / "scenarios" / "quickstart.yaml"),
+                                              [*fast, "transport_options.rto_min=1ms"]))
+    assert own["rto_min"] == 0.001
+    lab = effective_options(scenario_mod.load(str(REPO / "scenarios" / "quickstart.yaml"), fast[1:]))
+    assert "rto_min" not in lab  # the lab's agents run the transport's own defaults
