@@ -27,11 +27,14 @@ from .wire import Data, Nack, Probe, Sack, WireError, decode
 
 class Connection:
     def __init__(self, conn_id: int, evs: list[int], ev_plane: Callable[[int], int], *,
-                 config: TransportConfig | None = None, ev_path: Callable[[int], Hashable] | None = None) -> None:
+                 config: TransportConfig | None = None, ev_path: Callable[[int], Hashable] | None = None,
+                 first_slot: int = 0) -> None:
         """``evs``: every EV this connection may use; the first ``ev_count`` (balanced over planes) are
         active, the rest are spares for retired ones. ``ev_plane``: the plane an EV steers to.
         ``ev_path``: the path an EV steers to (any hashable; EVs that share a path fail together), when the
-        sender writes the path (SRv6); None when the fabric hides it (ECMP): then each EV is its own path."""
+        sender writes the path (SRv6); None when the fabric hides it (ECMP): then each EV is its own path.
+        ``first_slot``: the active EV spraying starts at (modulo their number); an owner of many connections gives
+        each its own, so that connections started together do not all put their first packets on one path."""
         config = config or TransportConfig()
         if not 0 <= conn_id <= 0xFFFFFFFF:
             raise ValueError(f"conn_id {conn_id} does not fit in 32 bits")
@@ -42,7 +45,8 @@ class Connection:
         self._evs = EvSet(list(evs), ev_plane, count=config.ev_count, min_active=config.ev_min_active,
                           probe_interval=config.probe_interval, probe_interval_max=config.probe_interval_max,
                           probe_successes=config.probe_successes, single_path=config.single_path,
-                          events=self._events, counters=self.counters, ev_path=ev_path)
+                          events=self._events, counters=self.counters, ev_path=ev_path,
+                          first_slot=first_slot)
         self._tx = Sender(conn_id, config, self._evs, events=self._events, counters=self.counters)
         self._rx = Receiver(conn_id, config, self._events, self.counters)
 

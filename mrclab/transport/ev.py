@@ -170,7 +170,10 @@ class EvSet:
 
     def __init__(self, evs: list[int], ev_plane: Callable[[int], int], *, count: int, min_active: int,
                  probe_interval: float, probe_interval_max: float, probe_successes: int, single_path: bool,
-                 events: list, counters: Counters, ev_path: Callable[[int], Hashable] | None = None) -> None:
+                 events: list, counters: Counters, ev_path: Callable[[int], Hashable] | None = None,
+                 first_slot: int = 0) -> None:
+        """``first_slot``: where spraying starts (any integer, taken modulo the slots): connections that start at
+        different slots do not all put their first packets on the same paths."""
         if not evs:
             raise ValueError("a connection needs at least one EV")
         if len(set(evs)) != len(evs):
@@ -200,7 +203,7 @@ class EvSet:
         self._reserve = by_plane
         self.plane_rtt: dict[int, float] = {}  # plane -> its latest delay (see latest_delay)
         self.probing: list[Path] = []  # bad paths, probed (the owner reads it, to skip asking for probes)
-        self._cursor = 0
+        self._cursor = first_slot % len(self.slots)
         self.planes_down = 0  # bitmap: planes whose NIC (ours or the far end's) is down
         self._min_active = min_active
         self._probe_interval = probe_interval
