@@ -343,10 +343,13 @@ def paper(only: str | None, quick: bool, repeat: int, out_dir: str | None) -> No
     command = "mrclab paper" + (f" --only {only}" if only else "") + (" --quick" if quick else "") + (
         f" --repeat {repeat}" if repeat > 1 else "")
     (root / "paper.json").write_text(json.dumps(rows, indent=2) + "\n")
-    (root / "paper.md").write_text(paper_mod.markdown(rows, command, time.strftime("%Y-%m-%d", time.gmtime())))
+    date = time.strftime("%Y-%m-%d", time.gmtime())
+    (root / "paper.md").write_text(paper_mod.markdown(rows, command, date))
+    from .report import paper_page
+    paper_page.write(root, rows, command, date)
     for r in rows:
         out.print(f"{r['id']:>6}  {r['verdict']:<15} {escape(r['lab'])}", soft_wrap=True)
-    out.print(f"paper: {root / 'paper.md'}")
+    out.print(f"paper: {root / 'paper.md'}, {root / 'paper.html'}")
     if any(r["verdict"] in ("disagree", "not measured") for r in rows):
         sys.exit(1)
 

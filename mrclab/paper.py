@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .shipped import folder
+from .sweep import interval
 
 SCENARIOS = folder("scenarios")
 PAPER = SCENARIOS / "paper"
@@ -273,11 +274,34 @@ def runs(claim: Claim, repeat: int = 1) -> list[tuple[str, Path, tuple[str, ...]
             for k in range(1, repeat + 1) for label, path, sets in claim.runs]
 
 
+def shares(claim: Claim, root: Path, repeat: int = 1) -> dict[str, list[float]]:
+    """Each run label's median share of ideal (summary.goodput_fraction) and its 95% interval over the repetitions
+    that left results: [median, low, high, runs]. The figure every row's runs have in common."""
+    out = {}
+    for label, _, _ in claim.runs:
+        values = []
+        for k in range(1, repeat + 1):
+            try:
+                doc = json.loads((root / run_folder(claim, label, k) / "results.json").read_text())
+                values.append(float(doc["summary"]["goodput_fraction"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        if values:
+            out[label] = [*(round(v, 4) for v in interval(values)), len(values)]
+    return out
+
+
+def shares_text(figures: dict[str, list[float]]) -> str:
+    """``label median [low, high]`` per run label (the interval only where repetitions give one)."""
+    return "; ".join(f"{label} {m:.0%}" + (f" [{lo:.0%}, {hi:.0%}]" if n > 1 else "")
+                     for label, (m, lo, hi, n) in figures.items())
+
+
 def judge(claim: Claim, root: Path, repeat: int = 1) -> dict:
     """The claim's row, from its runs' results in ``root``: each repetition judged on its own, the row agreeing
     when most of them do."""
     row = {"id": claim.id, "experiment": claim.experiment, "paper": claim.paper, "differs": claim.differs,
-           "runs": [name for name, _, _ in runs(claim, repeat)]}
+           "runs": [name for name, _, _ in runs(claim, repeat)], "shares": shares(claim, root, repeat)}
     if claim.judge is None:
         return {**row, "lab": "-", "verdict": "not comparable"}
     texts: list[str] = []
@@ -309,9 +333,10 @@ def judge(claim: Claim, root: Path, repeat: int = 1) -> dict:
 def markdown(rows: list[dict], command: str, date: str) -> str:
     lines = [f"# The paper suite: the lab against MRC's published experiments ({date})", "",
              f"`{command}`; every figure is read off the run folders named in the last column.", "",
-             "| # | experiment | the paper | the lab | verdict | what differs | runs |",
-             "|---|---|---|---|---|---|---|"]
+             "| # | experiment | the paper | the lab | verdict | share of ideal per run: median [95% interval] | "
+             "what differs | runs |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['id']} | {r['experiment']} | {r['paper']} | {r['lab']} | **{r['verdict']}** | "
-                     f"{r['differs']} | {', '.join(r['runs']) or '-'} |")
+                     f"{shares_text(r.get('shares', {})) or '-'} | {r['differs']} | {', '.join(r['runs']) or '-'} |")
     return "\n".join(lines) + "\n"

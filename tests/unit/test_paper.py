@@ -93,3 +93,20 @@ def test_repetitions_run_with_their_own_seeds_and_the_majority_decides(tmp_path)
         write_shares(tmp_path, "17", {f"{label}-r{k}": s for label, s in {**shares, "roce-1MiB": roce}.items()})
     row = paper.judge(claim, tmp_path, 3)
     assert row["verdict"] == "agree" and "agrees in 2 of 3 repetitions" in row["lab"] and len(row["runs"]) == 21
+    mrc = row["shares"]["mrc-1MiB"]
+    assert mrc[0] == 0.6 and mrc[3] == 3 and mrc[1] <= 0.6 <= mrc[2]  # median and interval over 3 repetitions
+    roce = row["shares"]["roce-1MiB"]
+    assert roce[0] == 0.3 and roce[1] == 0.05 and roce[2] == 0.7  # the spread of its three seeds
+    text = paper.markdown([row], "mrclab paper --only 17 --repeat 3", "2026-11-25")
+    assert "roce-1MiB 30% [5%, 70%]" in text
+
+
+def test_paper_html_has_the_table_and_a_plot_per_claim_with_runs(tmp_path):
+    from mrclab.report import paper_page
+    claim = next(c for c in paper.CLAIMS if c.id == "17")
+    write_shares(tmp_path, "17", {"mrc-16KiB": 0.1, "roce-16KiB": 0.05, "mrc-1MiB": 0.6, "roce-1MiB": 0.3,
+                                  "mrc-16MiB": 0.9, "roce-16MiB": 0.4, "roce16-16MiB": 0.5})
+    rows = [paper.judge(claim, tmp_path), paper.judge(next(c for c in paper.CLAIMS if c.id == "9a"), tmp_path)]
+    page = paper_page.write(tmp_path, rows, "mrclab paper", "2026-11-25").read_text()
+    assert page.count("<tr>") == 3 and page.count("data:image/png;base64,") == 1  # 9a left no runs: no plot
+    assert '<span class="ok">agree</span>' in page and "not measured" in page
