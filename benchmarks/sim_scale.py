@@ -11,6 +11,10 @@ the simulator's own CPU seconds, simulated seconds, packet-hops (DATA and contro
 link directions), events, CPU microseconds per packet-hop and CPU seconds per simulated millisecond. The
 reference is the smallest shape of the same build, measured in the same run: its CPU per packet-hop, and
 each shape's ratio to it.
+
+First, the discrete-event network alone (``--des``, in this process): CPU per packet-hop of datagrams sent
+down a 4-link path with no transport at either end, and CPU per scheduled-and-run event with 10^3 to 10^7
+events pending in the queue (the reference: 10^3 pending).
 """
 from __future__ import annotations
 
@@ -26,6 +30,35 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from mrclab.transport.sim import Link, Network  # noqa: E402
+
+
+def des_hop_us(datagrams: int = 200_000) -> float:
+    """CPU microseconds per packet-hop of the network alone: 9000-byte datagrams down four 400 Gbit links."""
+    path = [Link(f"l{i}", 400e9, 1e-6, queue=1 << 30) for i in range(4)]
+    net = Network(lambda a, b, ev: path, seed=1)
+    datagram = bytes(9000)
+    start = time.process_time()
+    for i in range(datagrams):
+        net._hop(datagram, path, 0, ("nobody", 0))
+        if i % 1000 == 999:
+            net.run()
+    net.run()
+    return (time.process_time() - start) / (datagrams * 4) * 1e6
+
+
+def queue_us(pending: int, ops: int = 200_000) -> float:
+    """CPU microseconds to schedule and run one event with ``pending`` events waiting in the queue."""
+    net = Network(lambda a, b, ev: [], seed=1)
+    for i in range(pending):
+        net.at(1.0 + i * 1e-9, int)
+    start = time.process_time()
+    for i in range(ops):
+        net.at(i * 1e-12, int)
+    net.run(until=0.5)
+    return (time.process_time() - start) / ops * 1e6
 
 
 def shape(text: str) -> tuple[int, int, int, int]:
@@ -76,7 +109,15 @@ def main() -> None:
     parser.add_argument("--rate", default="400Gbit")
     parser.add_argument("--message", default="1MiB")
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--des", action="store_true", help="Also measure the discrete-event network alone.")
     args = parser.parse_args()
+    if args.des:
+        print(f"network alone: {des_hop_us():.2f} CPU us per packet-hop", flush=True)
+        reference = queue_us(1000)
+        for pending in (1000, 100_000, 10_000_000):
+            cost = reference if pending == 1000 else queue_us(pending)
+            print(f"event queue with {pending:,} pending: {cost:.2f} CPU us per event ({cost / reference:.2f}x)",
+                  flush=True)
     folder = Path(tempfile.mkdtemp(prefix="sim-scale-"))
     rows = []
     for build in args.builds.split(","):

@@ -4,7 +4,8 @@ are applied as their time comes.
 
 It fills an `Outcome` (metrics.outcome) from the agents' events, snapshots the senders' last
 sends around each path cut for `avoid_s`, and samples the agents' counters every
-`SAMPLE_INTERVAL_S`; the runner owns everything around it (the lab, teardown, the files).
+`SAMPLE_INTERVAL_S` of the engine's clock (or what the run sets); the runner owns everything around it (the
+lab, teardown, the files).
 """
 from __future__ import annotations
 
@@ -182,10 +183,11 @@ class Execution:
     """One run's workloads, side by side; `run()` returns its Outcome."""
 
     def __init__(self, scenario: Scenario, fabric, agents: Agents, rows: Callable[[list], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, sample_interval: float = SAMPLE_INTERVAL_S):
         """``rows`` takes messages.csv's row of each message as it finishes; ``clock`` is the engine's (the
-        monotonic clock in the lab, simulated time in the simulator)."""
+        monotonic clock in the lab, simulated time in the simulator), ``sample_interval`` in its seconds."""
         self.s, self.fabric, self.agents, self.clock = scenario, fabric, agents, clock
+        self.sample_interval = sample_interval
         self.topo = scenario.topology
         self.outcome = Outcome(rows=rows)
         for index, w in enumerate(scenario.workloads):
@@ -235,7 +237,8 @@ class Execution:
     def _sample_due(self) -> None:
         o = self.outcome
         now = self.clock() - o.t0
-        if now - (o.sample_times[-1] if o.sample_times else -SAMPLE_INTERVAL_S) >= SAMPLE_INTERVAL_S:
+        interval = self.sample_interval
+        if now - (o.sample_times[-1] if o.sample_times else -interval) >= interval:
             o.sample_times.append(round(now, 6))
             self.agents.sample()  # its round number is the index of this time
 

@@ -26,7 +26,7 @@ from .agents import Agents
 from .capture import Recording
 from .engines import ENGINES
 from .errors import MrclabError, Terminated
-from .execution import Execution, warm_pairs
+from .execution import SAMPLE_INTERVAL_S, Execution, warm_pairs
 from .metrics import document, results
 from .metrics.cost import CpuMeter
 from .metrics.fidelity import CpuSampler
@@ -82,6 +82,7 @@ class Run:
     """One run's pieces, held so that every way out tears them down and writes what was measured."""
 
     clock: Callable[[], float] = staticmethod(time.monotonic)  # the engine's; Execution times the run with it
+    sample_interval = SAMPLE_INTERVAL_S  # of that clock: how often the agents' counters are sampled
 
     def __init__(self, scenario: Scenario, out_dir: Path, console, overrides: dict, progress_jsonl: Path | None):
         self.s, self.out_dir, self.console, self.overrides = scenario, out_dir, console, overrides
@@ -149,7 +150,8 @@ class Run:
             if not self.agents.warm(warm_pairs(self.s)):
                 log.warning("warm-up: some paths did not answer their probe before the clock started")
             self.messages = results.MessageLog(self.out_dir / "messages.csv")
-            execution = Execution(self.s, fabric, self.agents, rows=self.messages.write, clock=self.clock)
+            execution = Execution(self.s, fabric, self.agents, rows=self.messages.write, clock=self.clock,
+                                  sample_interval=self.sample_interval)
             self.outcome = execution.outcome
             self._watch(fabric)
             self.building.hide()

@@ -49,17 +49,23 @@ def round_trip(topology: Topology, host_rate: float, fabric_rate: float) -> floa
     return 2 * (bits / host_rate + bits / fabric_rate) + 4 * HOP_DELAY_S
 
 
-def timer_defaults(topology: Topology) -> dict[str, float]:
-    """The transport's timer defaults scaled to this fabric's longest round trip against the one they were tuned on
-    (the default lab: 25 Mbit links, 64 KiB queues; never scaled up): a retransmission, probe or reorder timer
-    is then as many loaded round trips long as in the lab, whether the links run at 25 Mbit or 400 Gbit. The
-    delay target keeps its floor of six full packets at the host link."""
+def timer_scale(topology: Topology) -> float:
+    """This fabric's longest round trip against the one the transport's timers were tuned on (the default lab:
+    25 Mbit links, 64 KiB queues), never above 1."""
     tuned = dataclasses.replace(topology, queue_bytes=TUNED_QUEUE_BYTES)
-    scale = min(1.0, round_trip(topology, topology.host_rate_bps, topology.fabric_rate_bps)
-                / round_trip(tuned, TUNED_RATE_BPS, TUNED_RATE_BPS))
+    return min(1.0, round_trip(topology, topology.host_rate_bps, topology.fabric_rate_bps)
+               / round_trip(tuned, TUNED_RATE_BPS, TUNED_RATE_BPS))
+
+
+def timer_defaults(topology: Topology) -> dict[str, float]:
+    """The transport's timer defaults scaled by `timer_scale`: a retransmission, probe or reorder timer is then as
+    many loaded round trips long as in the lab, whether the links run at 25 Mbit or 400 Gbit. The delay target
+    keeps its floor of six full packets at the host link."""
+    scale = timer_scale(topology)
     defaults = TransportConfig()
     return {**{name: getattr(defaults, name) * scale for name in TIMERS},
             "cc_target_delay": max(CC_TARGET_DELAY_FLOOR * scale, 6 * topology.mtu * 8 / topology.host_rate_bps)}
+
 
 NicCallback = Callable[[str, int, bool], None]  # host name, plane, down
 

@@ -17,10 +17,11 @@ import string
 import time
 
 from .. import build
+from ..execution import SAMPLE_INTERVAL_S
 from ..metrics import results
 from ..runner import Run
 from ..transport.sim import Network
-from .fabric import HOP_DELAY_S, HOST_QUEUE_BYTES, SimFabric
+from .fabric import HOP_DELAY_S, HOST_QUEUE_BYTES, SimFabric, timer_scale
 from .hosts import SimAgents
 
 MODELLED = ("serialization at each link's rate", "FIFO queues with the topology's depth",
@@ -43,6 +44,7 @@ class SimRun(Run):
         return "s" + "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(3))
 
     def _agents(self) -> SimAgents:
+        self.sample_interval = SAMPLE_INTERVAL_S * timer_scale(self.s.topology)  # as many samples per round trip
         agents = SimAgents(self.net, self.s, sampled=results.PACKET_KEYS)
         s = self.s
         self.fabric = SimFabric(s.topology, self.net, routing=s.routing, convergence_delay=s.convergence_delay_s,

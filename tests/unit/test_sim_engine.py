@@ -144,3 +144,17 @@ def test_timers_keep_their_round_trips_at_any_rate_and_the_lab_keeps_its_own():
     assert own["rto_min"] == 0.001
     lab = effective_options(scenario_mod.load(str(REPO / "scenarios" / "quickstart.yaml"), fast[1:]))
     assert "rto_min" not in lab  # the lab's agents run the transport's own defaults
+
+
+def test_a_sweep_runs_on_the_simulator_without_a_lab(tmp_path):
+    """Two transports, two seeds: runs.csv and summary.csv from simulated runs, no root or fabric needed."""
+    result = subprocess.run([sys.executable, "-m", "mrclab", "sweep", "smoke", "--engine", "sim", "--grid",
+                             "transport=mrc,single-path", "--repeat", "2", "--set", "workload.steps=8", "--set",
+                             "events=[]", "--out", str(tmp_path / "sweep")], capture_output=True, text=True,
+                            cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    runs = (tmp_path / "sweep" / "runs.csv").read_text().splitlines()
+    assert len(runs) == 5 and all(",completed," in row for row in runs[1:])
+    assert len((tmp_path / "sweep" / "summary.csv").read_text().splitlines()) == 3
+    for folder in (tmp_path / "sweep").glob("p*-r*"):
+        assert json.loads((folder / "results.json").read_text())["engine"] == "sim"
