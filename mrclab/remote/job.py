@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -204,37 +205,45 @@ class Follower:
 
 def follow(job: Job, console) -> tuple[int, Follower]:
     """Follow the run to its end, drawing the live view on `console` (None: draw nothing).
-    Ctrl-C stops it there and waits for its teardown; a second Ctrl-C leaves it running."""
+    Ctrl-C stops it there and waits for its teardown; a second Ctrl-C leaves it running.
+
+    Ctrl-C is taken as a flag the loop reads, not as a KeyboardInterrupt: one raised inside the SSH client's
+    reads could be swallowed there, and the run would go on as if nothing had been typed."""
     from rich.live import Live
 
     follower = Follower(job)
     stopping_since = None
+    pressed: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda *_: pressed.append(1))
     live = Live(console=console, refresh_per_second=4, transient=True, get_renderable=follower.view) \
         if console is not None else nullcontext()
-    with live:
-        while True:
-            try:
+    try:
+        with live:
+            while True:
+                if pressed:
+                    pressed.clear()
+                    if stopping_since is not None:
+                        raise UsageError(f"interrupted again: run {job.run_id} is left to stop by itself on "
+                                         f"{job.remote.spec}; `mrclab remote fetch {job.remote.spec} {job.run_id}` "
+                                         "follows it")
+                    if console is not None:
+                        console.print(f"stopping run {job.run_id} on {job.remote.spec} (its teardown runs there; "
+                                      "Ctrl-C again to leave it)")
+                    stop(job)
+                    follower.stopped, stopping_since = True, time.monotonic()
                 code = follower.poll()
                 if code is not None:
                     follower.poll()
                     return code, follower
                 if not follower.alive() and follower.poll() is None:
-                    raise EnvironmentNotReady(f"target {job.remote.spec}: run {job.run_id} ended without an exit code "
-                                              f"(see {job.path('stderr.log')} there)")
+                    raise EnvironmentNotReady(f"target {job.remote.spec}: run {job.run_id} ended without an exit "
+                                              f"code (see {job.path('stderr.log')} there)")
                 if stopping_since is not None and time.monotonic() - stopping_since > STOP_GRACE_S:
                     raise EnvironmentNotReady(f"target {job.remote.spec}: run {job.run_id} did not stop within "
                                               f"{STOP_GRACE_S:g} s of SIGTERM")
                 time.sleep(POLL_S)
-            except KeyboardInterrupt:
-                if stopping_since is not None:
-                    raise UsageError(f"interrupted again: run {job.run_id} is left to stop by itself on "
-                                     f"{job.remote.spec}; `mrclab remote fetch {job.remote.spec} {job.run_id}` "
-                                     "follows it") from None
-                if console is not None:
-                    console.print(f"stopping run {job.run_id} on {job.remote.spec} (its teardown runs there; "
-                                  "Ctrl-C again to leave it)")
-                stop(job)
-                follower.stopped, stopping_since = True, time.monotonic()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def stop(job: Job) -> None:
