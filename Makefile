@@ -19,7 +19,8 @@ lab: setup
 
 # The transport and the agent run on both builds (mrclab/build.py): compiled (what setup builds), then pure.
 BOTH_BUILDS := tests/unit/test_transport_*.py tests/unit/test_agent*.py tests/unit/test_ecmp_agent.py \
-	tests/unit/test_scapy_layer.py tests/unit/test_build.py tests/integration/test_agent_fabric.py
+	tests/unit/test_scapy_layer.py tests/unit/test_build.py tests/unit/test_sim_engine.py \
+	tests/integration/test_agent_fabric.py
 
 test: setup lint typecheck
 	$(PY) -c 'from mrclab.build import running; print("transport build:", running())'
