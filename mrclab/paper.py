@@ -224,6 +224,14 @@ CLAIMS: tuple[Claim, ...] = (
           "(clos-1p-4l-2s), 16 KiB to 16 MiB per host per step, 3 orders of magnitude (the paper: 64-way, "
           "4 MB-16 GB); sizes whose ideal step is under 100 ms measure the lab's control path and are shown, "
           "not judged; no loss rows (16-loss has them for the permutation)"),
+    Claim("16-sim", "16 at the paper's scale, in the simulator",
+          "RoCE 1 QP about half of what is possible; 16 QPs help; MRC beats both",
+          (("mrc", SCENARIOS / "permutation.yaml", _ring_at_scale("transport=mrc")),
+           ("single-path", SCENARIOS / "permutation.yaml", _ring_at_scale("transport=single-path")),
+           ("roce-1", SCENARIOS / "permutation.yaml", _ring_at_scale("transport=roce")),
+           ("roce-16", SCENARIOS / "permutation.yaml", _ring_at_scale("transport=roce", "workload.connections=16"))),
+          _qp_scaling, "the simulator engine: a 64-way ring, 8 planes of 50 Gb/s (400 Gb/s NICs), 16 MiB per step, "
+          "no loss, no PFC; hosts are infinitely fast"),
     Claim("16-loss-sim", "16-loss at the paper's scale, in the simulator",
           "MRC loses little at 0.1% and gets about a third of the intended throughput at 1%; RoCE is nearly "
           "unusable at 1%",
