@@ -49,7 +49,7 @@ IO_COUNTERS = ("send_retries", "socket_errors", "strangers", "nic_down_discards"
 Emit = Callable[[dict], None]
 
 
-class _Peer:
+class Peer:
     """One connection with one peer, and what the datapath keeps beside it."""
 
     __slots__ = ("peer", "conn", "evs", "addrs", "timer", "queued", "sending", "recovery")
@@ -85,15 +85,20 @@ class MrcEndpoint:
         most = max([config.ev_count] + [c.ev_count for _, _, c in qp_configs])
         self._hashed = -(-most // paths) * paths  # the EVs a single-path QP's flow hash picks among
         self._ev_pool = list(range(SPARE_FACTOR * self._hashed))
-        self._peers: dict[tuple[int, int], _Peer] = {}
-        self._busy: set[_Peer] = set()  # peers with messages in flight: they share the host's pacing rate
+        self._peers: dict[tuple[int, int], Peer] = {}
+        self._busy: set[Peer] = set()  # peers with messages in flight: they share the host's pacing rate
         self._nic_down = 0  # bitmap of the planes whose NIC is down
         self._far_down: dict[int, int] = {}  # peer -> its planes whose NIC is down, as its SACKs said
         self._marks: dict[str, dict[int, int]] = {key: {} for key in RECOVERY_KEYS}
         self.counters = dict(messages_sent=0, bytes_sent=0, bytes_verified=0, verify_failures=0,
                              **dict.fromkeys(IO_COUNTERS, 0))
 
-    def _mark(self, p: _Peer) -> None:
+    @property
+    def host(self) -> int:
+        """This host's index."""
+        return self._host
+
+    def _mark(self, p: Peer) -> None:
         """``p``'s connection has something to do (send, report, re-arm its timer): the owner services it."""
         raise NotImplementedError
 
@@ -139,7 +144,7 @@ class MrcEndpoint:
 
     # -- events and state --------------------------------------------------------------------------
 
-    def _dispatch(self, p: _Peer, events: list) -> None:
+    def _dispatch(self, p: Peer, events: list) -> None:
         conn_id, peer = p.conn.conn_id, p.peer
         for event in events:
             kind = event.__class__
@@ -172,7 +177,7 @@ class MrcEndpoint:
                 self._emit({"event": "nic", "of": peer, "plane": plane, "state": "down" if down >> plane & 1 else "up",
                             "t": now})
 
-    def _note_recovery(self, p: _Peer, seen: tuple, now: float) -> None:
+    def _note_recovery(self, p: Peer, seen: tuple, now: float) -> None:
         slot = int(now / MARK_BIN_S)
         for key, new, old in zip(RECOVERY_KEYS, seen, p.recovery, strict=True):
             if new != old:
@@ -192,7 +197,7 @@ class MrcEndpoint:
             for p in self._busy:
                 p.conn.set_pace_share(share)
             return
-        on_plane: dict[int, list[_Peer]] = {}
+        on_plane: dict[int, list[Peer]] = {}
         for p in self._busy:
             on_plane.setdefault(self._plane_of(p.evs[0]), []).append(p)
         for peers in on_plane.values():
@@ -278,7 +283,7 @@ class MrcEndpoint:
 
     # -- internals -------------------------------------------------------------------------------------
 
-    def _peer_of(self, peer: int, conn_id: int) -> _Peer:
+    def _peer_of(self, peer: int, conn_id: int) -> Peer:
         key = (peer, conn_id)
         p = self._peers.get(key)
         if p is None:
@@ -288,7 +293,7 @@ class MrcEndpoint:
                               first_slot=conn_id * FIRST_SLOT_MIX >> 16)
             if self._nic_down:
                 conn.set_nic_down(self._nic_down, self._clock())
-            p = self._peers[key] = _Peer(peer, conn, evs)
+            p = self._peers[key] = Peer(peer, conn, evs)
         return p
 
     def _config_of(self, conn_id: int) -> TransportConfig:

@@ -48,7 +48,7 @@ from ..addressing import HOST_BASE, Plan, decode
 from ..transport import TransportConfig, WireError
 from ..transport.wire import MRC_UDP_PORT, peek_conn_id
 from . import ecn
-from .endpoint import Emit, MrcEndpoint, _Peer
+from .endpoint import Emit, MrcEndpoint, Peer
 from .loop import Attached, Reactor
 from .payload import Payloads
 
@@ -112,12 +112,12 @@ class MrcDatapath(MrcEndpoint, Attached):
         readers = plane_sockets if entropy is None else plane_sockets + senders  # senders too: their error queues
         self._sockets = readers + ([wildcard] if wildcard is not None else [])
         self._sources: dict[str, int] = {}  # source address -> peer host, -1 for a stranger
-        self._dirty: list[_Peer] = []
-        self._timers: list[tuple[float, int, _Peer]] = []
+        self._dirty: list[Peer] = []
+        self._timers: list[tuple[float, int, Peer]] = []
         self._timer_seq = 0
         self._backlogs: dict[socket.socket, deque] = {sock: deque() for sock in senders}  # (address, datagram)
         self._blocked = 0  # backlogs holding datagrams
-        self._starved: list[_Peer] = []  # peers not flushed while a backlog was blocked
+        self._starved: list[Peer] = []  # peers not flushed while a backlog was blocked
         self._rx_buffer = bytearray(65535)  # every datagram is read into this one (see on_readable)
         self._rx_view = memoryview(self._rx_buffer)
         self._retry_at: float | None = None
@@ -215,7 +215,7 @@ class MrcDatapath(MrcEndpoint, Attached):
                     self._timer_seq += 1
                     heapq.heappush(self._timers, (timer, self._timer_seq, p))
 
-    def _send(self, p: _Peer, out: list) -> None:
+    def _send(self, p: Peer, out: list) -> None:
         routes = p.addrs
         backlogs = self._backlogs
         for ev, datagram in out:
@@ -318,7 +318,7 @@ class MrcDatapath(MrcEndpoint, Attached):
                 self._reactor.remove_writer(sock)
             sock.close()
 
-    def _route(self, p: _Peer, ev: int) -> tuple[socket.socket, tuple]:
+    def _route(self, p: Peer, ev: int) -> tuple[socket.socket, tuple]:
         """The sending socket and the destination of one EV towards the peer: the plane socket and the
         uSID path, or (ECMP) the EV's entropy socket and the peer's host address."""
         plane, spine = self._plan.ev_path(ev)
@@ -342,7 +342,7 @@ class MrcDatapath(MrcEndpoint, Attached):
         self._sources[address] = peer
         return peer
 
-    def _mark(self, p: _Peer) -> None:
+    def _mark(self, p: Peer) -> None:
         if not p.queued:
             p.queued = True
             self._dirty.append(p)

@@ -13,7 +13,7 @@ import functools
 
 from .. import build
 from ..addressing import Plan
-from ..agent.endpoint import MrcEndpoint, _Peer, configure
+from ..agent.endpoint import MrcEndpoint, Peer, configure
 from ..agent.payload import Payloads
 from ..agents import Agents, effective_options, qp_options
 from ..spec import Scenario
@@ -34,7 +34,7 @@ class SimHost(MrcEndpoint):
         self.net = net
         self._ends: dict[tuple[int, int], Endpoint] = {}
 
-    def _peer_of(self, peer: int, conn_id: int) -> _Peer:
+    def _peer_of(self, peer: int, conn_id: int) -> Peer:
         key = (peer, conn_id)
         p = self._peers.get(key)
         if p is None:
@@ -48,10 +48,10 @@ class SimHost(MrcEndpoint):
         """Have the connection ready before its first datagram comes (a lab agent makes it on that datagram)."""
         self._peer_of(peer, conn_id)
 
-    def _mark(self, p: _Peer) -> None:
+    def _mark(self, p: Peer) -> None:
         self.net.service(self._ends[p.peer, p.conn.conn_id])
 
-    def _serviced(self, p: _Peer, net: Network, end: Endpoint) -> None:
+    def _serviced(self, p: Peer, net: Network, end: Endpoint) -> None:
         events = p.conn.pop_events()
         if events:
             self._dispatch(p, events)
@@ -95,7 +95,7 @@ class SimAgents(Agents):
 
     def post(self, host: str, conn: int, peer: int, msg: int, size: int) -> None:
         sender = self.hosts[host]
-        self.by_index[peer].accept(sender._host, conn)
+        self.by_index[peer].accept(sender.host, conn)
         try:
             sender.post(conn, peer, msg, size)
         except ValueError as exc:  # as an agent refuses a post
