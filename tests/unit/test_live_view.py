@@ -22,3 +22,12 @@ def test_live_view_is_one_line_with_stable_columns():
     assert all("\n" not in line for line in lines)
     for word in ("this", "last", "delivered", "failed", "faults:"):
         assert lines[0].index(word) == lines[1].index(word), word
+
+
+def test_a_simulated_run_shows_simulated_and_wall_time():
+    p = progress.Progress(steps_total=4, step=1, step_started=0.0012, clock=lambda: 0.0015, simulated=True)
+    record = p.record()
+    assert record["simulated_s"] == 0.0015 and record["this_step_s"] == 0.0003 and record["wall_s"] >= 0
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(progress.view(progress.start_record(scenario_mod.load("smoke"), "abc"), record))
+    assert "simulated 0.0015 s in 0 s" in console.export_text()
