@@ -154,8 +154,9 @@ def _lossy_nics(rate: float, hosts: int = 8, planes: int = 1, per_leaf: int = 2)
                                   for link in links) + "]"
 
 
-SIM_SCALE = ("engine=sim", "topology=clos-8p-8l-8s-400g")
-"""The paper's scale, in the simulator: 64 hosts, 8 planes, 400 Gb/s NICs."""
+SIM_SCALE = ("engine=sim", "topology=clos-1p-8l-8s-400g")
+"""The paper's scale, in the simulator: 64 hosts with 400 Gb/s NICs, on one plane as the lab's collective rows
+are, so that a RoCE QP's one path can carry its whole NIC."""
 
 
 def _ring_at_scale(*sets: str) -> tuple[str, ...]:
@@ -230,16 +231,16 @@ CLAIMS: tuple[Claim, ...] = (
            ("single-path", SCENARIOS / "permutation.yaml", _ring_at_scale("transport=single-path")),
            ("roce-1", SCENARIOS / "permutation.yaml", _ring_at_scale("transport=roce")),
            ("roce-16", SCENARIOS / "permutation.yaml", _ring_at_scale("transport=roce", "workload.connections=16"))),
-          _qp_scaling, "the simulator engine: a 64-way ring, 8 planes of 50 Gb/s (400 Gb/s NICs), 16 MiB per step, "
-          "no loss, no PFC; hosts are infinitely fast"),
+          _qp_scaling, "the simulator engine: a 64-way ring on one plane at 400 Gb/s, 16 MiB per step, no loss, no "
+          "PFC; hosts are infinitely fast"),
     Claim("16-loss-sim", "16-loss at the paper's scale, in the simulator",
           "MRC loses little at 0.1% and gets about a third of the intended throughput at 1%; RoCE is nearly "
           "unusable at 1%",
           tuple((f"{kind}-{name}", SCENARIOS / "permutation.yaml",
-                 _ring_at_scale(f"transport={kind}", *([_lossy_nics(rate, 64, 8, 8)] if rate else [])))
+                 _ring_at_scale(f"transport={kind}", *([_lossy_nics(rate, 64, 1, 8)] if rate else [])))
                 for kind, rates in (("mrc", (0.0, 0.001, 0.01)), ("roce", (0.001, 0.01)))
                 for rate in rates for name in [f"{rate * 100:g}"]),
-          _under_loss, "the simulator engine: a 64-way ring, 8 planes, 400 Gb/s NICs, 16 MiB per step (the paper: "
+          _under_loss, "the simulator engine: a 64-way ring on one plane at 400 Gb/s, 16 MiB per step (the paper: "
           "4 MB-16 GB); loss on both directions of every host link from the first step; hosts are infinitely fast"),
     Claim("17-sim", "17 at the paper's scale, in the simulator", "MRC beats RoCE at every size; QP scaling does not "
           "help RoCE",
@@ -247,7 +248,7 @@ CLAIMS: tuple[Claim, ...] = (
               _all_to_all_at_scale("mrc", message, "transport=mrc"),
               _all_to_all_at_scale("roce", message, "transport=roce")))
           + (_all_to_all_at_scale("roce16", "16MiB", "transport=roce", "workload.connections=16"),),
-          _all_to_all(0.0), "the simulator engine: 64-way all-to-all, 8 planes, 400 Gb/s NICs, 1 and 16 MiB per "
+          _all_to_all(0.0), "the simulator engine: 64-way all-to-all on one plane at 400 Gb/s, 1 and 16 MiB per "
           "host per step (the paper: 4 MB-16 GB); no PFC; hosts are infinitely fast"),
     Claim("18", "cross-spine incast plus a victim flow into the receiver's rack",
           "RoCE: the victim loses about 25%; MRC: the victim is unaffected",
