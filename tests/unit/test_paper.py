@@ -111,3 +111,10 @@ def test_paper_html_has_the_table_and_a_plot_per_claim_with_runs(tmp_path):
     page = paper_page.write(tmp_path, rows, "mrclab paper", "2026-11-25").read_text()
     assert page.count("<tr>") == 3 and page.count("data:image/png;base64,") == 1  # 9a left no runs: no plot
     assert '<span class="ok">agree</span>' in page and "not measured" in page
+
+
+@pytest.mark.parametrize("many, verdict", [(0.86, "agree"), (0.21, "disagree")])
+def test_qp_scaling_wants_sixteen_qps_to_help_by_a_fifth(tmp_path, many, verdict):
+    claim = next(c for c in paper.CLAIMS if c.id == "16-sim")
+    write_shares(tmp_path, "16-sim", {"mrc": 0.95, "single-path": 0.5, "roce-1": 0.19, "roce-16": many})
+    assert paper.judge(claim, tmp_path)["verdict"] == verdict
