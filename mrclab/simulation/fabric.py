@@ -9,7 +9,8 @@ dropped there is counted and makes the run's fidelity say so (`queue_drops` on a
 
 Routing follows `routing.ROUTINGS`: under static SRv6 an EV names its (plane, spine) path, as the
 uSID address does in the lab (pairs on one leaf also go up through the spine); under ECMP the
-source leaf hashes the flow (hosts, plane and the EV's entropy) onto one of the member slots of
+source leaf hashes the flow (hosts, plane and the EV's entropy, salted with the run's seed as a lab run's
+switches salt theirs) onto one of the member slots of
 `controller.ecmp_flows`, and the slots of spines a fault cut off move to live ones only
 ``convergence_delay`` after the fault, as the reconverging controller does: until then, packets
 hashed onto a dead path are lost.
@@ -74,8 +75,9 @@ class SimFabric:
     """The links of one run and what the timeline does to them; `route` is the network's route function."""
 
     def __init__(self, topology: Topology, net: Network, *, routing: str, convergence_delay: float,
-                 on_nic: NicCallback) -> None:
-        self.topology, self.net, self.on_nic = topology, net, on_nic
+                 on_nic: NicCallback, seed: int = 0) -> None:
+        """``seed`` salts the ECMP hash, as each lab run's kernel or switch hashes with a seed of its own."""
+        self.topology, self.net, self.on_nic, self.seed = topology, net, on_nic, seed
         self.plan = topology.plan
         self.ecmp = not ROUTINGS[routing].source_routed
         self.convergence_delay = convergence_delay
@@ -114,7 +116,7 @@ class SimFabric:
             if up == down:  # a leaf sends its own hosts' addresses straight down
                 return [links[f"h{src}->p{plane}l{up}"], links[f"p{plane}l{up}->h{dst}"]]
             table = self._table(plane, up, down)
-            chosen = table[flow_hash(src, dst, plane, spine) % len(table)]
+            chosen = table[flow_hash(self.seed, src, dst, plane, spine) % len(table)]
             if chosen is None:  # no spine reaches the destination's leaf: the packet has nowhere to go
                 return [links[f"h{src}->p{plane}l{up}"], _NOWHERE]
             spine = chosen

@@ -48,7 +48,7 @@ class SimRun(Run):
         agents = SimAgents(self.net, self.s, sampled=results.PACKET_KEYS)
         s = self.s
         self.fabric = SimFabric(s.topology, self.net, routing=s.routing, convergence_delay=s.convergence_delay_s,
-                                on_nic=agents.nic)
+                                on_nic=agents.nic, seed=s.seed)
         return agents
 
     def network(self) -> contextlib.AbstractContextManager:
