@@ -54,7 +54,9 @@ def print_run(doc: dict, target: Path, *, out: Console, err: Console) -> None:
                           f"timeouts {p['timeouts']}")),
              ("link drops", " · ".join(f"{k} {n}" for k, n in drops.items()) or "none"),
              ("RTT", rtt_text(s)),
-             ("CPU s/MiB", "agents / lab " + cpu_text(s.get("cpu_s_per_mib"))),
+             ("CPU s/MiB", "agents / lab " + cpu_text(s.get("cpu_s_per_mib"))) if fid.get("engine") != "sim" else
+             ("simulator", f"{fid['simulated_s']:.4g} s simulated in {fid['wall_s']:.3g} s ({fid['cpu_s']:.3g} s CPU, "
+                           f"{fid['events']} events)"),
              ("flow-mods", f"{doc['controller']['flow_mods_after_boot']} after boot")]
     table = Table(box=None, show_header=False, pad_edge=False)
     table.add_column(style="bold")
