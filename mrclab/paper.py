@@ -157,6 +157,7 @@ def _lossy_nics(rate: float, hosts: int = 8, planes: int = 1, per_leaf: int = 2)
 SIM_SCALE = ("engine=sim", "topology=clos-1p-8l-8s-400g")
 """The paper's scale, in the simulator: 64 hosts with 400 Gb/s NICs, on one plane as the lab's collective rows
 are, so that a RoCE QP's one path can carry its whole NIC."""
+Runs = tuple[tuple[str, Path, tuple[str, ...]], ...]
 
 
 def _ring_at_scale(*sets: str) -> tuple[str, ...]:
@@ -164,16 +165,34 @@ def _ring_at_scale(*sets: str) -> tuple[str, ...]:
             "duration_limit=10s", *sets)
 
 
-def _all_to_all_runs(label: str, message: str, *sets: str) -> tuple[str, Path, tuple[str, ...]]:
-    return (f"{label}-{message}", SCENARIOS / "permutation.yaml",
-            ("topology=clos-1p-4l-2s", "workload.pattern=all-to-all", f"workload.message={message}",
-             "workload.steps=3", "duration_limit=180s", *sets))
+def _qp_scaling_runs(shape: Callable[..., tuple[str, ...]]) -> Runs:
+    """MRC, single-path, and roce with 1 and 16 QPs, on the collective ``shape`` makes the --set values of."""
+    return tuple((label, SCENARIOS / "permutation.yaml", shape(*sets)) for label, sets in (
+        ("mrc", ("transport=mrc",)), ("single-path", ("transport=single-path",)), ("roce-1", ("transport=roce",)),
+        ("roce-16", ("transport=roce", "workload.connections=16"))))
 
 
-def _all_to_all_at_scale(label: str, message: str, *sets: str) -> tuple[str, Path, tuple[str, ...]]:
-    return (f"{label}-{message}", SCENARIOS / "permutation.yaml",
-            (*SIM_SCALE, "workload.pattern=all-to-all", f"workload.message={message}", "workload.steps=3",
-             "duration_limit=10s", *sets))
+def _loss_runs(shape: Callable[..., tuple[str, ...]], lossy: Callable[[float], str]) -> Runs:
+    """MRC at 0, 0.1% and 1% loss and roce at 0.1% and 1%, ``lossy`` giving the events of a loss rate."""
+    return tuple((f"{kind}-{rate * 100:g}", SCENARIOS / "permutation.yaml",
+                  shape(f"transport={kind}", *([lossy(rate)] if rate else [])))
+                 for kind, rates in (("mrc", (0.0, 0.001, 0.01)), ("roce", (0.001, 0.01))) for rate in rates)
+
+
+def _all_to_all_runs(messages: tuple[str, ...], *common: str) -> Runs:
+    """MRC and roce at each message size, and roce with 16 QPs at the largest, all-to-all with ``common`` set."""
+    def run(label: str, message: str, *sets: str) -> tuple[str, Path, tuple[str, ...]]:
+        return (f"{label}-{message}", SCENARIOS / "permutation.yaml",
+                (*common, "workload.pattern=all-to-all", f"workload.message={message}", "workload.steps=3", *sets))
+    return tuple(r for message in messages for r in (run("mrc", message, "transport=mrc"),
+                                                     run("roce", message, "transport=roce"))) + (
+        run("roce16", messages[-1], "transport=roce", "workload.connections=16"),)
+
+
+QP_SCALING = "RoCE 1 QP about half of what is possible; 16 QPs help; MRC beats both"
+UNDER_LOSS = ("MRC loses little at 0.1% and gets about a third of the intended throughput at 1%; RoCE is nearly "
+              "unusable at 1%")
+ALL_TO_ALL = "MRC beats RoCE at every size; QP scaling does not help RoCE"
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -199,55 +218,29 @@ CLAIMS: tuple[Claim, ...] = (
            ("no-ecn", SCENARIOS / "ecn-shared-link.yaml", ("topology.links.ecn=false",))), _ecn,
           "1 plane, 2 spines, 25 Mbit; the lab's MRC also moves off a queued path by trims and path holds, so "
           "the ECN-off contrast is smaller", quick=True),
-    Claim("16", "ring/permutation collectives, RoCE 1 and 16 QPs against MRC",
-          "RoCE 1 QP about half of what is possible; 16 QPs help; MRC beats both",
-          (("mrc", SCENARIOS / "permutation.yaml", _permutation("transport=mrc")),
-           ("single-path", SCENARIOS / "permutation.yaml", _permutation("transport=single-path")),
-           ("roce-1", SCENARIOS / "permutation.yaml", _permutation("transport=roce")),
-           ("roce-16", SCENARIOS / "permutation.yaml", _permutation("transport=roce", "workload.connections=16"))),
+    Claim("16", "ring/permutation collectives, RoCE 1 and 16 QPs against MRC", QP_SCALING,
+          _qp_scaling_runs(_permutation),
           _qp_scaling, "a permutation of 8 hosts on one plane, 1 MiB per step, no PFC (roce meets drops a PFC "
           "fabric would pause); the loss rows are 16-loss"),
-    Claim("16-loss", "the same collectives with random loss on every NIC link",
-          "MRC loses little at 0.1% and gets about a third of the intended throughput at 1%; RoCE is nearly "
-          "unusable at 1%",
-          tuple((f"{kind}-{name}", SCENARIOS / "permutation.yaml",
-                 _permutation(f"transport={kind}", "duration_limit=120s", *([_lossy_nics(rate)] if rate else [])))
-                for kind, rates in (("mrc", (0.0, 0.001, 0.01)), ("roce", (0.001, 0.01)))
-                for rate in rates for name in [f"{rate * 100:g}"]),
+    Claim("16-loss", "the same collectives with random loss on every NIC link", UNDER_LOSS,
+          _loss_runs(lambda *sets: _permutation("duration_limit=120s", *sets), _lossy_nics),
           _under_loss, "a permutation of 8 hosts on one plane, 1 MiB per step (the paper: a 64-way ring, 4 MB-16 GB "
           "messages); loss on both directions of every host link from the first step"),
-    Claim("17", "all-to-all at a small and a large message, RoCE 1 and 16 QPs against MRC",
-          "MRC beats RoCE at every size; QP scaling does not help RoCE",
-          tuple(run for message in ("16KiB", "1MiB", "16MiB") for run in (
-              _all_to_all_runs("mrc", message, "transport=mrc"), _all_to_all_runs("roce", message, "transport=roce")))
-          + (_all_to_all_runs("roce16", "16MiB", "transport=roce", "workload.connections=16"),),
+    Claim("17", "all-to-all at a small and a large message, RoCE 1 and 16 QPs against MRC", ALL_TO_ALL,
+          _all_to_all_runs(("16KiB", "1MiB", "16MiB"), "topology=clos-1p-4l-2s", "duration_limit=180s"),
           _all_to_all(STEP_FLOOR_S), "8 hosts on one plane whose uplinks carry exactly what the hosts send "
           "(clos-1p-4l-2s), 16 KiB to 16 MiB per host per step, 3 orders of magnitude (the paper: 64-way, "
           "4 MB-16 GB); sizes whose ideal step is under 100 ms measure the lab's control path and are shown, "
           "not judged; no loss rows (16-loss has them for the permutation)"),
-    Claim("16-sim", "16 at the paper's scale, in the simulator",
-          "RoCE 1 QP about half of what is possible; 16 QPs help; MRC beats both",
-          (("mrc", SCENARIOS / "permutation.yaml", _ring_at_scale("transport=mrc")),
-           ("single-path", SCENARIOS / "permutation.yaml", _ring_at_scale("transport=single-path")),
-           ("roce-1", SCENARIOS / "permutation.yaml", _ring_at_scale("transport=roce")),
-           ("roce-16", SCENARIOS / "permutation.yaml", _ring_at_scale("transport=roce", "workload.connections=16"))),
+    Claim("16-sim", "16 at the paper's scale, in the simulator", QP_SCALING, _qp_scaling_runs(_ring_at_scale),
           _qp_scaling, "the simulator engine: a 64-way ring on one plane at 400 Gb/s, 16 MiB per step, no loss, no "
           "PFC; hosts are infinitely fast"),
-    Claim("16-loss-sim", "16-loss at the paper's scale, in the simulator",
-          "MRC loses little at 0.1% and gets about a third of the intended throughput at 1%; RoCE is nearly "
-          "unusable at 1%",
-          tuple((f"{kind}-{name}", SCENARIOS / "permutation.yaml",
-                 _ring_at_scale(f"transport={kind}", *([_lossy_nics(rate, 64, 1, 8)] if rate else [])))
-                for kind, rates in (("mrc", (0.0, 0.001, 0.01)), ("roce", (0.001, 0.01)))
-                for rate in rates for name in [f"{rate * 100:g}"]),
+    Claim("16-loss-sim", "16-loss at the paper's scale, in the simulator", UNDER_LOSS,
+          _loss_runs(_ring_at_scale, lambda rate: _lossy_nics(rate, 64, 1, 8)),
           _under_loss, "the simulator engine: a 64-way ring on one plane at 400 Gb/s, 16 MiB per step (the paper: "
           "4 MB-16 GB); loss on both directions of every host link from the first step; hosts are infinitely fast"),
-    Claim("17-sim", "17 at the paper's scale, in the simulator", "MRC beats RoCE at every size; QP scaling does not "
-          "help RoCE",
-          tuple(run for message in ("1MiB", "16MiB") for run in (
-              _all_to_all_at_scale("mrc", message, "transport=mrc"),
-              _all_to_all_at_scale("roce", message, "transport=roce")))
-          + (_all_to_all_at_scale("roce16", "16MiB", "transport=roce", "workload.connections=16"),),
+    Claim("17-sim", "17 at the paper's scale, in the simulator", ALL_TO_ALL,
+          _all_to_all_runs(("1MiB", "16MiB"), *SIM_SCALE, "duration_limit=10s"),
           _all_to_all(0.0), "the simulator engine: 64-way all-to-all on one plane at 400 Gb/s, 1 and 16 MiB per "
           "host per step (the paper: 4 MB-16 GB); no PFC; hosts are infinitely fast"),
     Claim("18", "cross-spine incast plus a victim flow into the receiver's rack",

@@ -268,9 +268,6 @@ class SimFabric:
         return {"flow_mods_boot": None, "flow_mods_after_boot": self.reprogrammed}
 
 
-class _Nowhere(Link):
-    """Where a packet goes when no route is left: it is dropped, and counted nowhere else."""
-
-
-_NOWHERE = _Nowhere("nowhere", 1.0)
+_NOWHERE = Link("nowhere", 1.0)
+"""Where a packet goes when no route is left: it is dropped there, on no link of the fabric."""
 _NOWHERE.blackhole = True
