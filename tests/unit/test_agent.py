@@ -410,3 +410,14 @@ def test_an_agents_end_is_told_by_its_signals_name():
     from mrclab.agents import exit_text
     assert exit_text(-9) == "was killed by SIGKILL" and exit_text(-15) == "was killed by SIGTERM"
     assert exit_text(2) == "exited with code 2" and exit_text(None) == "is still running"
+
+
+def test_connections_started_together_start_on_different_paths():
+    """Eight one-packet messages on eight connections to one peer: were every connection to start spraying at its
+    first slot, all eight packets would take one path (the 64-way all-to-all that trimmed a fifth of its packets)."""
+    _, dps, _ = make_pair()
+    for conn in range(1, 9):
+        dps[0].post(conn, 3, 0, 100)
+    dps[0].tick(time.monotonic())
+    first = dps[0].stats()["ev_sent"]["3"]
+    assert sum(first.values()) == 8 and len(first) >= 4
