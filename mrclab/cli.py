@@ -49,7 +49,9 @@ def require_environment() -> None:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="mrclab")
 def cli() -> None:
-    """Emulate MRC (Multipath Reliable Connection) on a multi-plane Clos of Open vSwitch switches."""
+    """Emulate MRC (Multipath Reliable Connection) on a multi-plane Clos fabric built on this machine, its switches
+    Linux SRv6 routers or Open vSwitch bridges (datapath: auto takes what this machine runs best; `mrclab check`
+    says which), or simulate it (--engine sim)."""
 
 
 @cli.command()
@@ -581,7 +583,8 @@ def remote_clean(target: str, identity: str | None, known_hosts: str | None, acc
 
 @cli.group()
 def vm() -> None:
-    """The lab VM (Debian 12, kernel OVS datapath) under QEMU, for `mrclab run --target vm`; files in .vm/."""
+    """The lab VM (Debian 12) under QEMU, for `mrclab run --target vm`; files in .vm/. Its OVS kernel module makes
+    datapath: auto run OVS bridges there rather than Linux SRv6 routers."""
 
 
 @vm.command("build")

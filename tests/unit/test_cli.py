@@ -1,11 +1,14 @@
 """The CLI's contract: exit codes, one-line errors, --json prints one document."""
 import json
 import os
+import re
 import subprocess
 import sys
 
+import click
 import pytest
 
+from mrclab import cli
 from tests.conftest import REPO
 
 
@@ -45,6 +48,23 @@ def test_topo_show_names_hosts_per_leaf_and_links_at_80_columns():
 def test_check_fits_80_columns_without_cutting_text():
     result = narrow("check")
     assert max(map(len, result.stdout.splitlines())) <= 80 and "…" not in result.stdout
+
+
+def help_texts(command: click.Command, path: str = "mrclab"):
+    """(where, text) for a command's own help, its options' and its subcommands', all the way down."""
+    yield path, command.help or ""
+    for param in command.params:
+        yield f"{path} {param.name}", getattr(param, "help", None) or ""
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from help_texts(sub, f"{path} {name}")
+
+
+def test_help_names_both_datapaths_and_none_claims_ovs_only():
+    top = " ".join(mrclab("--help").stdout.split())
+    assert "Open vSwitch" in top and "Linux SRv6" in top and "datapath: auto" in top, top
+    for where, text in help_texts(cli.cli):
+        if re.search(r"\bOVS\b|Open vSwitch", text):
+            assert "SRv6" in text, f"{where}: {text}"
 
 
 @pytest.mark.parametrize("args,fragment", [
