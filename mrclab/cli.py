@@ -63,17 +63,29 @@ def check(as_json: bool) -> None:
     if as_json:
         emit_json({"ok": failed is None, "rows": [r.to_dict() for r in rows]})
     else:
-        table = Table(title="mrclab check", box=box.SIMPLE_HEAD, pad_edge=False)
-        table.add_column("requirement", no_wrap=True)
-        table.add_column("status", no_wrap=True)
-        table.add_column("detail", overflow="fold", ratio=3)
-        table.add_column("fix", overflow="fold", ratio=2)
-        for r in rows:
-            status = "[green]ok[/]" if r.ok else ("[red]missing[/]" if r.required else "[yellow]optional[/]")
-            table.add_row(r.name, status, r.detail, "" if r.ok else r.fix)
-        out.print(table)
+        print_check(rows)
     if failed is not None:
         sys.exit(3)
+
+
+def print_check(rows: list[check_mod.Row]) -> None:
+    """A table on a terminal; piped or redirected, one line a row (`name: status: detail; fix: ...`), which no
+    width folds into fragments and grep reads whole."""
+    statuses = [("ok", "green") if r.ok else ("missing", "red") if r.required else ("optional", "yellow")
+                for r in rows]
+    if not out.is_terminal:
+        for r, (status, _) in zip(rows, statuses, strict=True):
+            out.print(f"{r.name}: {status}: {r.detail}" + (f"; fix: {r.fix}" if not r.ok and r.fix else ""),
+                      soft_wrap=True, markup=False, highlight=False)
+        return
+    table = Table(title="mrclab check", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("requirement", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("detail", overflow="fold", ratio=3)
+    table.add_column("fix", overflow="fold", ratio=2)
+    for r, (status, colour) in zip(rows, statuses, strict=True):
+        table.add_row(escape(r.name), f"[{colour}]{status}[/]", escape(r.detail), "" if r.ok else escape(r.fix))
+    out.print(table)
 
 
 @cli.group()
