@@ -49,7 +49,9 @@ def require_environment() -> None:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="mrclab")
 def cli() -> None:
-    """Emulate MRC (Multipath Reliable Connection) on a multi-plane Clos of Open vSwitch switches."""
+    """Emulate MRC (Multipath Reliable Connection) on a multi-plane Clos fabric built on this machine, its switches
+    Linux SRv6 routers or Open vSwitch bridges (datapath: auto takes what this machine runs best; `mrclab check`
+    says which), or simulate it (--engine sim)."""
 
 
 @cli.command()
@@ -61,17 +63,29 @@ def check(as_json: bool) -> None:
     if as_json:
         emit_json({"ok": failed is None, "rows": [r.to_dict() for r in rows]})
     else:
-        table = Table(title="mrclab check", box=box.SIMPLE_HEAD, pad_edge=False)
-        table.add_column("requirement", no_wrap=True)
-        table.add_column("status", no_wrap=True)
-        table.add_column("detail", overflow="fold", ratio=3)
-        table.add_column("fix", overflow="fold", ratio=2)
-        for r in rows:
-            status = "[green]ok[/]" if r.ok else ("[red]missing[/]" if r.required else "[yellow]optional[/]")
-            table.add_row(r.name, status, r.detail, "" if r.ok else r.fix)
-        out.print(table)
+        print_check(rows)
     if failed is not None:
         sys.exit(3)
+
+
+def print_check(rows: list[check_mod.Row]) -> None:
+    """A table on a terminal; piped or redirected, one line a row (`name: status: detail; fix: ...`), which no
+    width folds into fragments and grep reads whole."""
+    statuses = [("ok", "green") if r.ok else ("missing", "red") if r.required else ("optional", "yellow")
+                for r in rows]
+    if not out.is_terminal:
+        for r, (status, _) in zip(rows, statuses, strict=True):
+            out.print(f"{r.name}: {status}: {r.detail}" + (f"; fix: {r.fix}" if not r.ok and r.fix else ""),
+                      soft_wrap=True, markup=False, highlight=False)
+        return
+    table = Table(title="mrclab check", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("requirement", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("detail", overflow="fold", ratio=3)
+    table.add_column("fix", overflow="fold", ratio=2)
+    for r, (status, colour) in zip(rows, statuses, strict=True):
+        table.add_row(escape(r.name), f"[{colour}]{status}[/]", escape(r.detail), "" if r.ok else escape(r.fix))
+    out.print(table)
 
 
 @cli.group()
@@ -581,7 +595,8 @@ def remote_clean(target: str, identity: str | None, known_hosts: str | None, acc
 
 @cli.group()
 def vm() -> None:
-    """The lab VM (Debian 12, kernel OVS datapath) under QEMU, for `mrclab run --target vm`; files in .vm/."""
+    """The lab VM (Debian 12) under QEMU, for `mrclab run --target vm`; files in .vm/. Its OVS kernel module makes
+    datapath: auto run OVS bridges there rather than Linux SRv6 routers."""
 
 
 @vm.command("build")

@@ -1,6 +1,7 @@
 """The lab VM without Vagrant: the Debian 12 machine the Vagrantfile describes, built and booted with QEMU.
 
-`build` makes a root with debootstrap (kernel, kmod, systemd), installs openssh-server and
+`build` makes a root with debootstrap (kernel, kmod, systemd) from the mirror this machine's apt
+takes bookworm's main from (a local mirror or proxy serves the build too), installs openssh-server and
 Open vSwitch and runs `vagrant/provision.sh --install-only` on this checkout inside it
 (chroot, the host's network, a policy-rc.d that starts no daemon; anything still running
 from the root afterwards is stopped by its PID), then turns it into an ext4 image with
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -35,7 +37,8 @@ VM_DIR = CHECKOUT / ".vm"
 ROOT = VM_DIR / "root"
 DISK = VM_DIR / "disk.img"
 DISK_SIZE = "8G"
-MIRROR = "http://deb.debian.org/debian"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"   # when this machine's apt names none for bookworm main
+MIRROR_SCHEMES = ("http://", "https://", "file:/")   # what debootstrap fetches from (not cdrom:, mirror+...)
 BASE_PACKAGES = "linux-image-amd64,kmod,systemd,systemd-sysv,udev,dbus,ca-certificates,iproute2,procps"
 DAEMON_PACKAGES = ["openssh-server", "openvswitch-switch"]   # installed under policy-rc.d, in the chroot
 GUEST_CHECKOUT = "/opt/mrclab"
@@ -67,6 +70,71 @@ def _need(*tools: str) -> None:
     missing = [t for t in tools if shutil.which(t) is None]
     if missing:
         raise EnvironmentNotReady(f"vm: {', '.join(missing)} not installed (fix: make vm-setup)")
+
+
+Source = tuple[list[str], list[str], list[str], list[str]]   # an apt source: types, URIs, suites, components
+
+
+def apt_sources(etc_apt: Path = Path("/etc/apt")) -> list[Path]:
+    """The files apt reads its sources from, in its order: sources.list, then sources.list.d's *.list and
+    *.sources by name."""
+    listed = sorted(p for p in (etc_apt / "sources.list.d").glob("*") if p.suffix in (".list", ".sources"))
+    return [etc_apt / "sources.list", *listed]
+
+
+def debian_mirror(sources: list[Path]) -> str:
+    """The first `deb` URI these apt sources take bookworm's main from (one-line *.list or deb822
+    *.sources), so the image comes from where this machine's own packages do; else DEFAULT_MIRROR."""
+    for path in sources:
+        try:
+            text = path.read_text()
+        except OSError:  # absent or unreadable: apt would skip it too
+            continue
+        entries = _deb822_entries(text) if path.suffix == ".sources" else _one_line_entries(text)
+        for types, uris, suites, components in entries:
+            if "deb" in types and "bookworm" in suites and "main" in components:
+                uri = next((u for u in uris if u.startswith(MIRROR_SCHEMES)), None)
+                if uri:
+                    return uri
+    return DEFAULT_MIRROR
+
+
+def _one_line_entries(text: str) -> list[Source]:
+    """`deb [options] URI suite component...` lines as (types, URIs, suites, components)."""
+    entries = []
+    for line in text.splitlines():
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        rest = words[1:]
+        if rest and rest[0].startswith("["):  # options, which may hold spaces
+            closing = next((i for i, w in enumerate(rest) if w.endswith("]")), len(rest))
+            rest = rest[closing + 1:]
+        if len(rest) >= 3:
+            entries.append(([words[0]], rest[:1], rest[1:2], rest[2:]))
+    return entries
+
+
+def _deb822_entries(text: str) -> list[Source]:
+    """The stanzas of a deb822 sources file as (types, URIs, suites, components), disabled ones left out."""
+    entries = []
+    for stanza in re.split(r"\n[ \t]*\n", text):
+        fields: dict[str, str] = {}
+        key = ""
+        for line in stanza.splitlines():
+            if line.startswith("#"):
+                continue
+            if line[:1].isspace() and key:  # a continuation of the field above
+                fields[key] += " " + line.strip()
+                continue
+            key, _, value = line.partition(":")
+            key = key.strip().lower()
+            fields[key] = value.strip()
+        if fields.get("enabled", "yes").lower() != "no":
+            types, uris, suites, components = (fields.get(name, "").split()
+                                               for name in ("types", "uris", "suites", "components"))
+            entries.append((types, uris, suites, components))
+    return entries
 
 
 def _keys() -> None:
@@ -137,8 +205,9 @@ def build(say) -> None:
             raise EnvironmentNotReady(f"vm: {ROOT} still has mounts ({', '.join(_mounts_under(ROOT))}): "
                                       "unmount them first")
         shutil.rmtree(ROOT, ignore_errors=True)
-        say(f"debootstrap Debian 12 into {ROOT} (minutes)")
-        _run(["debootstrap", "--variant=minbase", f"--include={BASE_PACKAGES}", "bookworm", str(ROOT), MIRROR], say)
+        mirror = debian_mirror(apt_sources())
+        say(f"debootstrap Debian 12 from {mirror} into {ROOT} (minutes)")
+        _run(["debootstrap", "--variant=minbase", f"--include={BASE_PACKAGES}", "bookworm", str(ROOT), mirror], say)
         done.touch()
     say(f"copying this checkout to {GUEST_CHECKOUT} in the image")
     guest = ROOT / GUEST_CHECKOUT.lstrip("/")

@@ -1,12 +1,8 @@
-"""`mrclab run --target` through a real sshd (Debian's openssh-server) that this module starts on
-127.0.0.1 and a free port, with its own config, a throwaway host key and one authorized key; it is
-stopped by its PID. The "remote" machine is this one, its mrclab this checkout (MRCLAB_REMOTE_COMMAND),
-its run directories and run records in a temporary directory (MRCLAB_REMOTE_DIR, MRCLAB_STATE_DIR)."""
+"""`mrclab run --target` through a real sshd on 127.0.0.1 (tests/sshd.py): the "remote" machine is this
+one, its mrclab this checkout."""
 from __future__ import annotations
 
 import json
-import os
-import shlex
 import shutil
 import signal
 import socket
@@ -19,70 +15,14 @@ from pathlib import Path
 import pytest
 
 from mrclab import __version__
+from tests.conftest import REPO
 from tests.integration.test_run import check_schema
+from tests.sshd import SSHD, Sshd, free_port, keygen, mrclab, one_line_exit_3
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("lab")]
 
-REPO = Path(__file__).resolve().parents[2]
-SSHD = Path("/usr/sbin/sshd")
 SMOKE_SETS = ("--set", "duration_limit=120s", "--set", "expect.fidelity_ok=false", "--set", "expect.max_avoid_s=10s",
               "--set", "expect.max_step_time_ratio=100")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def keygen(path: Path) -> str:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "mrclab-test", "-f", str(path)], check=True)
-    return path.with_suffix(".pub").read_text()
-
-
-class Sshd:
-    def __init__(self, root: Path, sftp: bool = True):
-        self.root, self.port = root, free_port()
-        host_pub = keygen(root / "host")
-        keygen(root / "client")
-        keygen(root / "stranger")
-        (root / "authorized_keys").write_text((root / "client.pub").read_text())
-        self.known_hosts = root / "known_hosts"
-        self.known_hosts.write_text(f"[127.0.0.1]:{self.port} {' '.join(host_pub.split()[:2])}\n")
-        (root / "sshd_config").write_text("\n".join([
-            f"Port {self.port}", "ListenAddress 127.0.0.1", f"HostKey {root}/host", f"PidFile {root}/sshd.pid",
-            f"AuthorizedKeysFile {root}/authorized_keys", "PubkeyAuthentication yes", "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password", "AllowUsers root", "UsePAM no",
-            "StrictModes no", *(["Subsystem sftp internal-sftp"] if sftp else []), "MaxStartups 64",
-            "LogLevel VERBOSE", ""]))
-        self.made_privsep = not Path("/run/sshd").exists()
-        if self.made_privsep:
-            os.mkdir("/run/sshd", 0o755)
-        self.proc = subprocess.Popen([str(SSHD), "-D", "-E", str(root / "sshd.log"), "-f", str(root / "sshd_config")],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while True:
-            assert self.proc.poll() is None, (root / "sshd.log").read_text()
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "sshd did not start listening"
-                time.sleep(0.05)
-
-    @property
-    def target(self) -> str:
-        return f"root@127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        if self.made_privsep:
-            os.rmdir("/run/sshd")
 
 
 @pytest.fixture(scope="module")
@@ -98,29 +38,6 @@ def sshd():
         with socket.socket() as s:  # nothing of ours listens any more
             assert s.connect_ex(("127.0.0.1", server.port)) != 0
         shutil.rmtree(root, ignore_errors=True)
-
-
-def remote_env(sshd: Sshd, command: str | None = None) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("SSH_AUTH_SOCK", "MRCLAB_TARGET")}
-    env.update(HOME=str(sshd.root / "home"), MRCLAB_REMOTE_DIR=str(sshd.root / "remote"),
-               MRCLAB_REMOTE_COMMAND=command or shlex.join(
-                   ["env", f"MRCLAB_STATE_DIR={sshd.root}/state", sys.executable, "-m", "mrclab"]))
-    return env
-
-
-def mrclab(sshd: Sshd, *args, command: str | None = None, identity: str = "client", known_hosts: Path | None = None,
-           **kwargs):
-    ssh = ["--identity", str(sshd.root / identity), "--known-hosts", str(known_hosts or sshd.known_hosts)]
-    return subprocess.Popen([sys.executable, "-m", "mrclab", *args, *ssh], cwd=REPO, env=remote_env(sshd, command),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
-
-
-def one_line_exit_3(proc, fragment: str) -> str:
-    _, stderr = proc.communicate(timeout=60)
-    lines = stderr.strip().splitlines()
-    assert proc.returncode == 3, stderr
-    assert len(lines) == 1 and fragment in lines[0] and "Traceback" not in stderr, stderr
-    return lines[0]
 
 
 def test_smoke_runs_remotely_and_results_come_back(sshd, tmp_path, leftovers):
@@ -249,17 +166,3 @@ def test_bad_targets_give_one_line_and_exit_3(sshd, tmp_path, case):
     if case == "no-mrclab":
         assert f"mrclab remote setup {target}" in line
 
-
-def test_a_target_without_sftp_is_refused_before_anything_is_written(tmp_path):
-    if not SSHD.exists():
-        pytest.skip("openssh-server is not installed (vagrant/provision.sh installs it)")
-    root = Path(tempfile.mkdtemp(prefix="mrs"))
-    server = Sshd(root, sftp=False)
-    try:
-        line = one_line_exit_3(mrclab(server, "remote", "setup", server.target),
-                               "its sshd offers no SFTP subsystem")
-        assert "Subsystem sftp internal-sftp" in line
-        assert not (root / "remote").exists()  # nothing was created on the target
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)

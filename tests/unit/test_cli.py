@@ -1,11 +1,16 @@
 """The CLI's contract: exit codes, one-line errors, --json prints one document."""
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 
+import click
 import pytest
+from rich.console import Console
 
+from mrclab import check, cli
 from tests.conftest import REPO
 
 
@@ -42,9 +47,46 @@ def test_topo_show_names_hosts_per_leaf_and_links_at_80_columns():
     assert "p0l0-p0s0 p0l0-p0s1 p0l1-p0s0 p0l1-p0s1" in result.stdout
 
 
-def test_check_fits_80_columns_without_cutting_text():
+def test_check_piped_prints_one_whole_line_per_row():
     result = narrow("check")
-    assert max(map(len, result.stdout.splitlines())) <= 80 and "…" not in result.stdout
+    assert result.stdout and "…" not in result.stdout
+    for line in result.stdout.splitlines():
+        assert re.match(r"[^:]+: (ok|missing|optional): ", line), line
+
+
+def test_check_rows_are_not_folded_into_fragments_at_80_columns(monkeypatch):
+    rows = [check.Row("root", True, "running as root", "run with sudo"),
+            check.Row("datapath", False, "neither kernel SRv6, the OVS kernel module nor OVS's userspace "
+                      "datapath works", check.PROVISION),
+            check.Row("packet capture (optional)", False, "dumpcap, mergecap and tshark not found: `mrclab run "
+                      "--capture` cannot run", check.PROVISION, required=False)]
+    monkeypatch.setattr(check, "rows", lambda: rows)
+    piped = io.StringIO()
+    monkeypatch.setattr(cli, "out", Console(file=piped, width=80, highlight=False))
+    with pytest.raises(SystemExit) as exited:
+        cli.cli.main(["check"], standalone_mode=False)
+    assert exited.value.code == 3
+    lines = piped.getvalue().splitlines()
+    assert lines == ["root: ok: running as root",
+                     f"datapath: missing: {rows[1].detail}; fix: {check.PROVISION}",
+                     f"packet capture (optional): optional: {rows[2].detail}; fix: {check.PROVISION}"]
+
+
+def help_texts(command: click.Command, path: str = "mrclab"):
+    """(where, text) for a command's own help, its options' and its subcommands', all the way down."""
+    yield path, command.help or ""
+    for param in command.params:
+        yield f"{path} {param.name}", getattr(param, "help", None) or ""
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from help_texts(sub, f"{path} {name}")
+
+
+def test_help_names_both_datapaths_and_none_claims_ovs_only():
+    top = " ".join(mrclab("--help").stdout.split())
+    assert "Open vSwitch" in top and "Linux SRv6" in top and "datapath: auto" in top, top
+    for where, text in help_texts(cli.cli):
+        if re.search(r"\bOVS\b|Open vSwitch", text):
+            assert "SRv6" in text, f"{where}: {text}"
 
 
 @pytest.mark.parametrize("args,fragment", [
