@@ -89,7 +89,7 @@ class PodsPlacer(NamedPlacer):
         positions = sorted({self.roles[node][2] for node in self.of_kind("leaf")})
         if len(self.servers) > len(positions):
             raise ValueError(f"pods placement: {len(self.servers)} servers is more than the fabric's "
-                             f"{len(positions)} leaf positions (one at least on every server)")
+                             f"{len(positions)} leaf positions (at least one on every server)")
         server_of = spread(positions, self.servers, self.servers)
         held = Counter(server_of.values())
         fewest_first = sorted(self.servers, key=lambda server: held[server])
@@ -108,7 +108,7 @@ class PlanesPlacer(NamedPlacer):
         planes = sorted({role[1] for role in self.roles.values() if role[0] != "host"})
         if len(self.servers) > len(planes):
             raise ValueError(f"planes placement: {len(self.servers)} servers is more than the fabric's "
-                             f"{len(planes)} planes (one at least on every server)")
+                             f"{len(planes)} planes (at least one on every server)")
         server_of = spread(planes, self.servers, self.servers)
         placement = spread(self.of_kind("host"), self.servers, self.servers)
         placement.update({node: server_of[role[1]] for node, role in self.roles.items() if role[0] != "host"})
@@ -163,7 +163,7 @@ class Assignment:
     cables: dict[str, int]  # host-leaf, leaf-spine -> every cable
 
     def to_dict(self) -> dict[str, Any]:
-        return {"placement": self.placement, "servers": [share.to_dict() for share in self.shares],
+        return {"name": self.placement, "servers": [share.to_dict() for share in self.shares],
                 "crossing_cables": self.crossing, "cables": self.cables}
 
 
