@@ -38,7 +38,7 @@ def spec_name(node: str) -> str:
     return match.group()
 
 
-def spread(items: Sequence[Item], servers: Sequence[str], extra: Sequence[str]) -> dict[Item, str]:
+def _spread(items: Sequence[Item], servers: Sequence[str], extra: Sequence[str]) -> dict[Item, str]:
     """`items` in contiguous blocks, in server order, as even as can be: what does not divide evenly goes one
     each to the first servers of `extra` (the servers in the order they should take more)."""
     base, remainder = divmod(len(items), len(servers))
@@ -90,10 +90,10 @@ class PodsPlacer(NamedPlacer):
         if len(self.servers) > len(positions):
             raise ValueError(f"pods placement: {len(self.servers)} servers is more than the fabric's "
                              f"{len(positions)} leaf positions (at least one on every server)")
-        server_of = spread(positions, self.servers, self.servers)
+        server_of = _spread(positions, self.servers, self.servers)
         held = Counter(server_of.values())
         fewest_first = sorted(self.servers, key=lambda server: held[server])
-        placement = spread(self.of_kind("spine"), self.servers, fewest_first)
+        placement = _spread(self.of_kind("spine"), self.servers, fewest_first)
         placement.update({node: server_of[self.roles[node][2]] for node in self.of_kind("leaf")})
         placement.update({node: server_of[self.position[node]] for node in self.of_kind("host")})
         return placement
@@ -109,8 +109,8 @@ class PlanesPlacer(NamedPlacer):
         if len(self.servers) > len(planes):
             raise ValueError(f"planes placement: {len(self.servers)} servers is more than the fabric's "
                              f"{len(planes)} planes (at least one on every server)")
-        server_of = spread(planes, self.servers, self.servers)
-        placement = spread(self.of_kind("host"), self.servers, self.servers)
+        server_of = _spread(planes, self.servers, self.servers)
+        placement = _spread(self.of_kind("host"), self.servers, self.servers)
         placement.update({node: server_of[role[1]] for node, role in self.roles.items() if role[0] != "host"})
         return placement
 
