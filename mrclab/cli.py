@@ -26,7 +26,10 @@ from . import runstate
 from .engines import ENGINES
 from .errors import EnvironmentNotReady, ExpectationFailed, MrclabError, Terminated, UsageError
 from .metrics import expectations
+from .placements import DEFAULT as PLACEMENT_DEFAULT
+from .placements import PLACEMENTS
 from .spec import topology as topology_mod
+from .spec.cluster import MAX_SERVERS
 from .spec.reader import one_line
 from .spec.scenario import DATAPATHS
 
@@ -95,10 +98,21 @@ def topo() -> None:
 
 @topo.command("show")
 @click.argument("file")
+@click.option("--servers", type=click.IntRange(1, MAX_SERVERS), metavar="N",
+              help="Also plan the fabric over N servers (Mininet Cluster): what each runs, which cables cross.")
+@click.option("--placement", type=click.Choice(tuple(PLACEMENTS)), help=f"How --servers places the nodes "
+              f"(default {PLACEMENT_DEFAULT}; docs/cluster.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def topo_show(file: str, as_json: bool) -> None:
-    """The fabric: counts, names, paths per host pair."""
+def topo_show(file: str, servers: int | None, placement: str | None, as_json: bool) -> None:
+    """The fabric: counts, names, paths per host pair; with --servers, its placement on them."""
     t = topology_mod.load(file)
+    if placement and not servers:
+        raise UsageError("--placement goes with --servers")
+    assignment = None
+    if servers:
+        from .cluster.placement import assign
+        assignment = assign(t, [f"server{i}" for i in range(servers)], placement or PLACEMENT_DEFAULT,
+                            source=f"--servers {servers}")
     doc = {**t.to_dict(), "counts": {"hosts": t.hosts, "switches": len(t.switch_names), "links": len(t.links),
                                      "paths_per_host_pair": t.plan.paths_per_pair},
            "hosts": t.host_names, "leaves": t.leaf_names, "spines": t.spine_names,
@@ -107,6 +121,8 @@ def topo_show(file: str, as_json: bool) -> None:
                               for j in range(t.leaves)},
            "example_path": {"src": "h0", "dst": t.host_names[-1], "plane": 0, "spine": 0,
                             "address": str(t.plan.path_address(0, t.hosts - 1, 0, 0))}}
+    if assignment:
+        doc["placement"] = assignment.to_dict()
     if as_json:
         emit_json(doc)
         return
@@ -130,6 +146,49 @@ def topo_show(file: str, as_json: bool) -> None:
                        ("example path", f"h0 -> {t.host_names[-1]} via p0s0: {doc['example_path']['address']}")):
         table.add_row(key, str(value))
     out.print(table)
+    if assignment:
+        print_assignment(assignment)
+
+
+def print_assignment(assignment) -> None:
+    """One row per server; node names folded (`l0-1 on p0-3`: leaves 0 and 1 of planes 0 to 3)."""
+    table = Table(title=f"placement {assignment.placement} on {len(assignment.shares)} servers",
+                  caption="cables between servers: " + ", ".join(f"{kind} {assignment.crossing[kind]} of {total}"
+                                                                 for kind, total in assignment.cables.items()),
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("server", "leaves", "spines", "hosts", "agents"):
+        table.add_column(column, justify="right" if column == "agents" else "left", overflow="fold")
+    for share in assignment.shares:
+        table.add_row(share.server, fold(share.leaves), fold(share.spines), fold(share.hosts), str(share.agents))
+    out.print(table)
+
+
+def fold(names: tuple[str, ...]) -> str:
+    """`p0l0 p0l1 p1l0 p1l1` -> `4: l0-1 on p0-1`; `h0 h1 h2` -> `3: h0-2`."""
+    if not names:
+        return "-"
+    parts = [topology_mod.node_parts(name) for name in names]
+    if parts[0][0] == "host":
+        return f"{len(names)}: h{spans(index for _, _, index in parts)}"
+    planes: dict[int, set[int]] = {}
+    for _, plane, index in parts:
+        planes.setdefault(index, set()).add(plane)
+    indices_on: dict[str, list[int]] = {}
+    for index, held in sorted(planes.items()):
+        indices_on.setdefault(spans(held), []).append(index)
+    letter = parts[0][0][0]
+    return f"{len(names)}: " + ", ".join(f"{letter}{spans(indices)} on p{held}" for held, indices in indices_on.items())
+
+
+def spans(numbers) -> str:
+    """0 1 2 5 -> `0-2,5`."""
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ",".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
 
 
 def ssh_options(command):

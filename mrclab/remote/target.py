@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import getpass
 import os
-import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,10 +17,9 @@ from pathlib import Path
 import paramiko
 
 from ..errors import EnvironmentNotReady, UsageError
+from ..spec import address as address_mod
 
 VM_SSH_CONFIG = Path(__file__).resolve().parents[2] / ".vm" / "ssh-config"   # written by `mrclab vm up`
-_PLAIN = re.compile(r"^(?:(?P<user>[^@\s:/]+)@)?(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^@\s:/\[\]]+))"
-                    r"(?::(?P<port>[^:]*))?$")
 
 
 @dataclass(frozen=True)
@@ -50,19 +48,14 @@ def parse(spec: str, *, ssh_config: Path | None = None) -> Target:
         if not VM_SSH_CONFIG.exists():
             raise EnvironmentNotReady(f"target vm: no {VM_SSH_CONFIG}: start the lab VM with `mrclab vm up`")
         return from_ssh_config(VM_SSH_CONFIG.read_text(), spec)
-    m = _PLAIN.match(spec.strip())
-    if m is None:
-        raise UsageError(f"--target {spec!r}: expected [user@]host[:port], vagrant or vm")
-    host = m["v6"] or m["host"]
-    port = None
-    if m["port"] is not None:
-        if not m["port"].isdigit() or not 0 < int(m["port"]) < 65536:
-            raise UsageError(f"--target {spec!r}: port {m['port']!r} is not a number from 1 to 65535")
-        port = int(m["port"])
-    found = _user_ssh_config(ssh_config).lookup(host)
-    return Target(spec=spec, host=found.get("hostname", host),
-                  port=port or int(found.get("port", 22)),
-                  user=m["user"] or found.get("user") or getpass.getuser(),
+    try:
+        address = address_mod.parse(spec, forms=f"{address_mod.FORM}, vagrant or vm")
+    except ValueError as exc:
+        raise UsageError(f"--target {spec!r}: {exc}") from None
+    found = _user_ssh_config(ssh_config).lookup(address.host)
+    return Target(spec=spec, host=found.get("hostname", address.host),
+                  port=address.port or int(found.get("port", 22)),
+                  user=address.user or found.get("user") or getpass.getuser(),
                   identities=tuple(os.path.expanduser(p) for p in found.get("identityfile", [])))
 
 

@@ -89,6 +89,44 @@ def test_help_names_both_datapaths_and_none_claims_ovs_only():
             assert "SRv6" in text, f"{where}: {text}"
 
 
+def test_topo_show_servers_prints_what_each_server_runs_at_80_columns():
+    result = narrow("topo", "show", "clos-8p-4l-4s", "--servers", "3")
+    assert result.returncode == 0 and max(map(len, result.stdout.splitlines())) <= 80
+    assert "placement pods on 3 servers" in result.stdout
+    rows = [line.split() for line in result.stdout.splitlines() if line.lstrip().startswith("server")][1:]
+    assert rows[0] == ["server0", "16:", "l0-1", "on", "p0-7", "10:", "s0", "on", "p0-7,", "s1", "on", "p0-1",
+                       "4:", "h0-3", "4"]
+    assert "host-leaf 0 of 64, leaf-spine 86 of 128" in result.stdout
+    planes = narrow("topo", "show", "clos-4p-4l-4s", "--servers", "2", "--placement", "planes")
+    assert "8: l0-3 on p0-1" in planes.stdout and "host-leaf 16 of 32, leaf-spine 0 of 64" in planes.stdout
+
+
+def test_topo_show_servers_json():
+    result = mrclab("topo", "show", "clos-4p-4l-4s", "--servers", "2", "--json")
+    assert result.returncode == 0
+    placement = json.loads(result.stdout)["placement"]
+    assert placement["name"] == "pods" and placement["crossing_cables"] == {"host-leaf": 0, "leaf-spine": 32}
+    assert placement["cables"] == {"host-leaf": 32, "leaf-spine": 64}
+    assert [s["server"] for s in placement["servers"]] == ["server0", "server1"]
+    assert placement["servers"][1]["hosts"] == ["h4", "h5", "h6", "h7"] and placement["servers"][1]["agents"] == 4
+    assert len(placement["servers"][0]["leaves"]) == 8 and "p3l1" in placement["servers"][0]["leaves"]
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--servers", "0"], "'--servers': 0 is not in the range 1<=x<=64"),
+    (["--servers", "-1"], "'--servers': -1 is not in the range"),
+    (["--servers", "65"], "'--servers': 65 is not in the range"),
+    (["--servers", "two"], "'--servers': 'two' is not a valid integer"),
+    (["--servers", "5"], "--servers 5: pods placement: 5 servers is more than the fabric's 4 leaf positions"),
+    (["--servers", "5", "--placement", "planes"], "--servers 5: planes placement: 5 servers is more than the "
+                                                  "fabric's 4 planes"),
+    (["--servers", "2", "--placement", "rack"], "'--placement': 'rack' is not one of 'pods', 'planes'"),
+    (["--placement", "planes"], "--placement goes with --servers"),
+])
+def test_topo_show_bad_servers_exit_2(args, fragment):
+    assert_one_line_error(mrclab("topo", "show", "clos-4p-4l-4s", *args), 2, fragment)
+
+
 @pytest.mark.parametrize("args,fragment", [
     (["topo", "show", "/nonexistent/t.yaml"], "/nonexistent/t.yaml: no such topology file"),
     (["topo", "show"], "Missing argument"),

@@ -1,5 +1,6 @@
 """What `--target` names, and the progress stream a remote run is followed by; no SSH needed here."""
 import json
+import re
 import subprocess
 import sys
 import time
@@ -27,9 +28,14 @@ def test_plain_targets(spec, host, port, user, tmp_path):
     assert t.user == (user or __import__("getpass").getuser())
 
 
-@pytest.mark.parametrize("spec", ["lab1:0", "lab1:70000", "lab1:ssh", "a b", "user@", "@host", "h:1:2"])
-def test_malformed_targets_are_bad_input(spec, tmp_path):
-    with pytest.raises(UsageError):
+@pytest.mark.parametrize("spec,why", [
+    ("lab1:0", "port '0'"), ("lab1:70000", "port '70000'"), ("lab1:ssh", "port 'ssh'"), ("lab1:\u00b2", "port"),
+    ("a b", "expected [user@]host[:port], vagrant or vm"), ("user@", "expected"), ("@host", "expected"),
+    ("h:1:2", "expected"), ("-oProxyCommand=x", "host '-oProxyCommand=x' starts with '-'"),
+    ("-l@lab1", "user '-l' starts with '-'"),
+])
+def test_malformed_targets_are_bad_input(spec, why, tmp_path):
+    with pytest.raises(UsageError, match=re.escape(f"--target {spec!r}: ") + ".*" + re.escape(why)):
         target.parse(spec, ssh_config=tmp_path / "none")
 
 
