@@ -162,6 +162,10 @@ class Assignment:
     crossing: dict[str, int]  # host-leaf, leaf-spine -> cables whose ends run on different servers
     cables: dict[str, int]  # host-leaf, leaf-spine -> every cable
 
+    def server_of(self) -> dict[str, int]:
+        """SPEC node name -> the index of the server that runs it."""
+        return {node: i for i, share in enumerate(self.shares) for node in (*share.leaves, *share.spines, *share.hosts)}
+
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.placement, "servers": [share.to_dict() for share in self.shares],
                 "crossing_cables": self.crossing, "cables": self.cables}
