@@ -7,4 +7,5 @@ egress    HTB shaping and the eBPF trimmer / fault injector on every port
 faults    link and switch faults, per-direction link counters
 verify    probes every (src, dst, plane, spine) path and proves which spine carried it
 ovs       the batched ovs-vsctl / ovs-ofctl / iproute2 calls
+shells    one script on each of many Mininet nodes at once
 """
