@@ -1,6 +1,5 @@
 """The emulated fabric of one run.
 
-layout    every name, port number, MAC and dpid, computed before anything exists
 hostconf  a host's IPv6 stack (fabric addresses only), as shell commands
 net       `Fabric`: builds hosts, switches, cables, shaping and controller; tears them down
 egress    HTB shaping and the eBPF trimmer / fault injector on every port

@@ -12,7 +12,7 @@ and watches them over netlink for the rest of the run.
 
 Cables are veth pairs made straight inside the namespaces (one ``ip -batch`` in the root
 namespace, whose own interfaces never change); switch-to-switch cables are split per
-direction (see `layout`) so that a cut only takes carrier away from the routers' ports.
+direction (see `mrclab.layout`) so that a cut only takes carrier away from the routers' ports.
 Interfaces have no addresses at all (``addr_gen_mode=1``) and hosts have only fabric
 addresses, so nothing here can reach the machine's own network. Everything a run makes
 lives in namespaces whose processes the RunState records: ending them removes it all.
@@ -26,8 +26,8 @@ import subprocess
 from mininet.node import Host
 
 from ..addressing import leaf_usid, spine_usid, usid_prefix
+from ..layout import GATEWAY_IP, SwitchLayout
 from .hostconf import QUIET_IPV6, batch_script
-from .layout import GATEWAY_IP, SwitchLayout
 from .shells import check_outputs, in_parallel
 
 # Set before any interface exists, so every interface is born with them.

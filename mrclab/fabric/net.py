@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from mininet.node import Host
 
+from .. import layout as layout_mod
 from ..controller.process import Controller
 from ..errors import Terminated, UsageError
 from ..routing import DEFAULT as ROUTING_DEFAULT
@@ -39,7 +40,6 @@ from ..runstate import RunState
 from ..spec.topology import Topology
 from . import datapath as datapath_mod
 from . import hostconf
-from . import layout as layout_mod
 from .cables import HostCables
 from .egress import CSUM_CARRIER, CSUM_MAKE_FINAL, Ecn, Egress
 from .faults import Faults
