@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from mrclab.agent.messages import Completed, Delivered, Post, Quit, Stats  # noqa: E402
 from mrclab.agents import AgentClient, command  # noqa: E402
 from mrclab.fabric.net import Fabric  # noqa: E402
 from mrclab.metrics.cost import CpuMeter  # noqa: E402
@@ -58,7 +59,7 @@ class Agents:
 
     def close(self) -> None:
         for host, client in self.clients.items():
-            client.request("quit")
+            client.request(Quit)
             client.close()
             if self.procs[host].wait(10) != 0:
                 raise RuntimeError(f"agent h{host} failed: {self.procs[host].stderr.read()}")
@@ -72,13 +73,13 @@ def agent_goodput(fabric: Fabric, agents: Agents, src: int, dst: int, mib: int) 
     meter.start()
     start = time.monotonic()
     for msg in range(mib):
-        sender.request("post", conn=1, peer=dst, msg=msg, size=MIB)
-    receiver.wait(lambda ev: sum(e["event"] == "delivered" for e in ev) == mib, 60 + mib)
-    sender.wait(lambda ev: sum(e["event"] == "completed" for e in ev) == mib, 30)
+        sender.request(Post, conn=1, peer=dst, msg=msg, size=MIB)
+    receiver.wait(lambda ev: sum(isinstance(e, Delivered) for e in ev) == mib, 60 + mib)
+    sender.wait(lambda ev: sum(isinstance(e, Completed) for e in ev) == mib, 30)
     meter.stop()
-    last = max(e["t"] for e in receiver.events if e["event"] == "delivered")
-    stats = sender.request("stats")
-    rstats = receiver.request("stats")
+    last = max(e.t for e in receiver.events if isinstance(e, Delivered))
+    stats = sender.request(Stats).stats
+    rstats = receiver.request(Stats).stats
     verified = rstats["counters"]["bytes_verified"]
     assert verified == mib * MIB, f"only {verified} of {mib * MIB} bytes verified"
     cost = meter.per_mib(verified)

@@ -36,6 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mrclab.addressing import Plan  # noqa: E402
 from mrclab.agent import backtoback  # noqa: E402
+from mrclab.agent.messages import Completed, Delivered, Ping, Post, Quit, Stats  # noqa: E402
 from mrclab.agents import AgentClient, AgentError, command  # noqa: E402
 from mrclab.metrics.cost import MIB, CpuMeter, voluntary_switches  # noqa: E402
 from mrclab.runstate import RunState  # noqa: E402
@@ -199,7 +200,7 @@ def run(pairs: int, mib: int, options: dict) -> dict:
                 procs[proc.pid] = f"agent p{i}h{h}"
                 clients[i, h] = AgentClient(control, timeout=20)
         for client in clients.values():
-            client.request("ping")
+            client.request(Ping)
         time.sleep(1.0)  # the first second after the answer still holds the tail of an agent's start
         idle = CpuMeter(procs)
         idle.start()
@@ -211,19 +212,19 @@ def run(pairs: int, mib: int, options: dict) -> dict:
         start = time.monotonic()
         for i in range(pairs):
             for msg in range(mib):
-                clients[i, a].request("post", conn=1, peer=b, msg=msg, size=MIB)
+                clients[i, a].request(Post, conn=1, peer=b, msg=msg, size=MIB)
         for i in range(pairs):
-            clients[i, b].wait(lambda ev: sum(e["event"] == "delivered" for e in ev) == mib, 120 + 4 * mib)
-            clients[i, a].wait(lambda ev: sum(e["event"] == "completed" for e in ev) == mib, 60)
+            clients[i, b].wait(lambda ev: sum(isinstance(e, Delivered) for e in ev) == mib, 120 + 4 * mib)
+            clients[i, a].wait(lambda ev: sum(isinstance(e, Completed) for e in ev) == mib, 60)
         meter.stop()
         wakeups = meter.agent_wakeups
-        last = max(e["t"] for i in range(pairs) for e in clients[i, b].events if e["event"] == "delivered")
+        last = max(e.t for i in range(pairs) for e in clients[i, b].events if isinstance(e, Delivered))
         verified = delivered = retransmitted = 0
         for i in range(pairs):
-            counters = clients[i, b].request("stats")["counters"]
+            counters = clients[i, b].request(Stats).stats["counters"]
             verified += counters["bytes_verified"]
             delivered += counters["bytes_delivered"]
-            retransmitted += clients[i, a].request("stats")["counters"]["retransmitted"]
+            retransmitted += clients[i, a].request(Stats).stats["counters"]["retransmitted"]
         if verified != pairs * mib * MIB or verified != delivered:
             raise RuntimeError(f"{verified} bytes verified, {delivered} delivered, of {pairs * mib * MIB} sent")
         cost = meter.per_mib(verified)
@@ -240,7 +241,7 @@ def run(pairs: int, mib: int, options: dict) -> dict:
     finally:
         for client in clients.values():
             with contextlib.suppress(OSError, AgentError):  # teardown kills it by PID anyway
-                client.request("quit")
+                client.request(Quit)
             client.close()
         state.teardown()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,10 +1,10 @@
 """The runner's side of the agent control protocol: the agent's command line, and two clients of it.
 
-Agents speak newline-delimited JSON over a Unix socket (see mrclab/agent). Replies carry
-the request's id; everything else an agent writes is an event (`completed`, `delivered`,
-`failed`, `ev_state`). `Agents` starts one agent per host of a run and talks to them all
-at once, queueing events in arrival order for the runner's loop; `AgentClient` talks to
-one agent and blocks until each answer, for tests, benchmarks and tools.
+Agents speak `mrclab.agent.messages` over a Unix socket, a line each: answers carry the request's
+id; everything else an agent writes is an event (`Completed`, `Delivered`, `Failed`, `EvChanged`,
+`NicChanged`). `Agents` starts one agent per host of a run and talks to them all at once, queueing
+(host, event) pairs in arrival order for the runner's loop; `AgentClient` talks to one agent and
+blocks until each answer, for tests, benchmarks and tools.
 """
 from __future__ import annotations
 
@@ -21,9 +21,30 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from . import lifeline
 from .addressing import Plan
+from .agent.messages import (
+    A,
+    Answer,
+    Event,
+    Failed,
+    Message,
+    Ping,
+    Post,
+    ProtocolError,
+    Quit,
+    Refused,
+    Report,
+    Request,
+    RequestId,
+    Stats,
+    Warm,
+    answer_to,
+    decode,
+    encode,
+)
 from .engines import ENGINES
 from .errors import MrclabError
 from .routing import DEFAULT as ROUTING_DEFAULT
@@ -34,6 +55,7 @@ from .transport.ev import EvState
 from .transports import DEFAULT as TRANSPORT_DEFAULT
 from .transports import TRANSPORTS
 
+R = TypeVar("R", bound=Request)
 EV_STATES = tuple(state.name for state in EvState)  # the columns of a sampling round's EV state sums
 
 
@@ -73,16 +95,16 @@ class AgentControl:
     sock: socket.socket
     proc: subprocess.Popen
     buffer: bytearray = field(default_factory=bytearray)
-    replies: dict = field(default_factory=dict)
-    unawaited: dict = field(default_factory=dict)  # request id -> (conn, msg) of a post
-    sampling: dict = field(default_factory=dict)   # request id -> sample round
+    replies: dict[RequestId, Answer] = field(default_factory=dict)
+    unawaited: dict[RequestId, Post] = field(default_factory=dict)  # request id -> a post nobody waits for
+    sampling: dict[RequestId, int] = field(default_factory=dict)   # request id -> sample round
     next_id: int = 1
 
-    def send(self, op: str, **fields) -> int:
-        request_id = self.next_id
+    def send(self, op: type[R], **fields) -> R:
+        request = op(self.next_id, **fields)
         self.next_id += 1
-        self.sock.sendall(json.dumps({"id": request_id, "op": op, **fields}).encode() + b"\n")
-        return request_id
+        self.sock.sendall(encode(request))
+        return request
 
 
 def effective_options(scenario: Scenario, workload: Workload | None = None) -> dict:
@@ -119,7 +141,7 @@ class Agents:
         """``sampled``: the counters a sampling round keeps (summed over agents); the rest of a reply is dropped."""
         self.sampled = sampled
         self.controls: dict[str, AgentControl] = {}
-        self.events: deque = deque()
+        self.events: deque[tuple[str, Event]] = deque()
         # one row per sampling round, [replies, replies with EV states, each `sampled` counter, each EV state],
         # summed as the replies come into one flat array: a long run keeps a few bytes per round, not every
         # agent's whole reply (`sample_row` reads one)
@@ -152,8 +174,7 @@ class Agents:
             self.controls[name] = agent
             self.selector.register(sock, selectors.EVENT_READ, agent)
         for agent in self.controls.values():
-            reply = self.call(agent.host, "ping", timeout=max(deadline - time.monotonic(), 1.0))
-            self.builds[agent.host] = reply.get("build", {})
+            self.builds[agent.host] = self.call(agent.host, Ping, timeout=max(deadline - time.monotonic(), 1.0)).build
 
     @property
     def answering(self) -> bool:
@@ -171,30 +192,31 @@ class Agents:
     def post(self, host: str, conn: int, peer: int, msg: int, size: int) -> None:
         """Start a message without waiting; an agent that refuses it yields a `failed` event."""
         agent = self.controls[host]
-        agent.unawaited[agent.send("post", conn=conn, peer=peer, msg=msg, size=size)] = (conn, msg)
+        request = agent.send(Post, conn=conn, peer=peer, msg=msg, size=size)
+        agent.unawaited[request.id] = request
 
     def warm(self, pairs: list[tuple[str, int, int]], timeout: float = 3.0) -> bool:
         """Every path of every (host, conn, peer) carries a probe and its answer before the clock starts
         (see ``Connection.warm``); False when some answers were still missing at the timeout."""
-        expected = sum(self.call(host, "warm", conn=conn, peer=peer)["probes"] for host, conn, peer in pairs)
+        expected = sum(self.call(host, Warm, conn=conn, peer=peer).probes for host, conn, peer in pairs)
         deadline = time.monotonic() + timeout
         while True:
-            replies = sum(r["counters"].get("warm_replies", 0) for r in self.call_all("stats").values())
+            replies = sum(r.stats["counters"].get("warm_replies", 0) for r in self.call_all(Stats).values())
             if replies >= expected:
                 return True
             if time.monotonic() >= deadline:
                 return False
             self.poll(0.02)
 
-    def _merge_marks(self, reply: dict) -> None:
-        """Take a reply's `marks` into the run's: each reply has only what is new since the last."""
-        for key, bins in reply.pop("marks", {}).items():
+    def _merge_marks(self, stats: dict) -> None:
+        """Take a stats report's `marks` into the run's: each report has only what is new since the last."""
+        for key, bins in stats.pop("marks", {}).items():
             merged = self.marks.setdefault(key, {})
             for slot, n in bins.items():
                 merged[int(slot)] = merged.get(int(slot), 0) + n
 
-    def _add_sample(self, round_no: int, reply: dict) -> None:
-        row, counters, states = self.samples, reply.get("counters", {}), reply.get("ev_states")
+    def _add_sample(self, round_no: int, stats: dict) -> None:
+        row, counters, states = self.samples, stats.get("counters", {}), stats.get("ev_states")
         at = round_no * self._width
         row[at] += 1
         for i, name in enumerate(self.sampled, at + 2):
@@ -223,33 +245,30 @@ class Agents:
         round_no = len(self.samples) // self._width
         self.samples.extend([0] * self._width)
         for agent in self.controls.values():
-            agent.sampling[agent.send("stats")] = round_no
+            agent.sampling[agent.send(Stats).id] = round_no
         return round_no
 
-    def call(self, host: str, op: str, timeout: float = 10.0, **fields) -> dict:
+    def call(self, host: str, op: type[Request[A]], timeout: float = 10.0, **fields) -> A:
         agent = self.controls[host]
-        request_id = agent.send(op, **fields)
+        request_id = agent.send(op, **fields).id
         deadline = time.monotonic() + timeout
         while request_id not in agent.replies:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise AgentError(f"agent {host} did not answer {op!r} within {timeout:g}s")
+                raise AgentError(f"agent {host} did not answer {op.TYPE!r} within {timeout:g}s")
             self.poll(left)
-        reply = agent.replies.pop(request_id)
-        if not reply.get("ok"):
-            raise AgentError(f"agent {host} refused {op!r}: {reply.get('error')}")
-        return reply
+        return _answer(f"agent {host}", op, agent.replies.pop(request_id))
 
-    def call_all(self, op: str, timeout: float = 10.0) -> dict[str, dict]:
-        ids = {name: agent.send(op) for name, agent in self.controls.items()}
+    def call_all(self, op: type[Request[A]], timeout: float = 10.0) -> dict[str, A]:
+        ids = {name: agent.send(op).id for name, agent in self.controls.items()}
         deadline = time.monotonic() + timeout
         while any(i not in self.controls[n].replies for n, i in ids.items()):
             left = deadline - time.monotonic()
             if left <= 0:
                 slow = [n for n, i in ids.items() if i not in self.controls[n].replies]
-                raise AgentError(f"agents {', '.join(slow)} did not answer {op!r} within {timeout:g}s")
+                raise AgentError(f"agents {', '.join(slow)} did not answer {op.TYPE!r} within {timeout:g}s")
             self.poll(left)
-        return {n: self.controls[n].replies.pop(i) for n, i in ids.items()}
+        return {n: _answer(f"agent {n}", op, self.controls[n].replies.pop(i)) for n, i in ids.items()}
 
     def poll(self, timeout: float) -> None:
         for key, _ in self.selector.select(max(timeout, 0.0)):
@@ -260,28 +279,32 @@ class Agents:
                 raise AgentError(f"agent {agent.host} {exit_text(agent.proc.poll())}; see its log")
             agent.buffer += chunk
             while (newline := agent.buffer.find(b"\n")) >= 0:
-                message = json.loads(agent.buffer[:newline])
+                message = _decode(f"agent {agent.host}", agent.buffer[:newline])
                 del agent.buffer[:newline + 1]
-                if "id" in message:
-                    self._merge_marks(message)
-                    if message["id"] in agent.sampling:
-                        self._add_sample(agent.sampling.pop(message["id"]), message)
-                    elif message["id"] in agent.unawaited:
-                        conn, msg = agent.unawaited.pop(message["id"])
-                        if not message.get("ok"):
-                            self.events.append({"event": "failed", "conn": conn, "msg": msg, "host": agent.host,
-                                                "reason": f"refused: {message.get('error')}"})
-                    else:
-                        agent.replies[message["id"]] = message
+                if isinstance(message, Event):
+                    self.events.append((agent.host, message))
+                    continue
+                if not isinstance(message, Answer):
+                    raise AgentError(f"agent {agent.host} sent a request ({message.TYPE!r})")
+                if isinstance(message, Report):
+                    self._merge_marks(message.stats)
+                if message.id in agent.sampling:
+                    round_no = agent.sampling.pop(message.id)
+                    if isinstance(message, Report):
+                        self._add_sample(round_no, message.stats)
+                elif message.id in agent.unawaited:
+                    post = agent.unawaited.pop(message.id)
+                    if isinstance(message, Refused):
+                        self.events.append((agent.host, Failed(post.conn, post.peer, post.msg,
+                                                               f"refused: {message.error}", time.monotonic())))
                 else:
-                    message["host"] = agent.host
-                    self.events.append(message)
+                    agent.replies[message.id] = message
 
     def stop(self, timeout: float = 5.0) -> None:
         """Ask every agent to quit, then make sure by PID; safe to call twice."""
         for agent in self.controls.values():
             with contextlib.suppress(OSError):
-                agent.send("quit")
+                agent.send(Quit)
         deadline = time.monotonic() + timeout
         for agent in self.controls.values():
             try:
@@ -296,6 +319,23 @@ class Agents:
 
     def pids(self) -> dict[int, str]:
         return {agent.proc.pid: f"agent {name}" for name, agent in self.controls.items()}
+
+
+def _decode(who: str, line: bytes | bytearray) -> Message:
+    try:
+        return decode(line)
+    except ProtocolError as err:
+        raise AgentError(f"{who} sent what is not a message: {err}") from None
+
+
+def _answer(who: str, op: type[Request[A]], answer: Answer) -> A:
+    """What answers a request of type ``op``; AgentError if the agent refused it or answered something else."""
+    if isinstance(answer, Refused):
+        raise AgentError(f"{who} refused {op.TYPE!r}: {answer.error}")
+    try:
+        return answer_to(op, answer)
+    except ProtocolError as err:
+        raise AgentError(f"{who}: {err}") from None
 
 
 def _connect(path: Path, proc: subprocess.Popen, deadline: float, log: Path) -> socket.socket:
@@ -332,43 +372,41 @@ class AgentClient:
                     raise AgentError(f"no agent listening at {path} after {timeout:g} s") from None
                 time.sleep(0.02)
         self.sock = sock
-        self.events: list[dict] = []
+        self.events: list[Event] = []
         self._buffer = b""
         self._next_id = 0
 
-    def request(self, op: str, timeout: float = 10.0, **args) -> dict:
-        """Send one request and return its answer; AgentError if the answer is not ok."""
+    def request(self, op: type[Request[A]], timeout: float = 10.0, **args) -> A:
+        """Send one request and return its answer; AgentError if the agent refuses it."""
         self._next_id += 1
         request_id = self._next_id
-        self.sock.sendall(json.dumps({"id": request_id, "op": op, **args}).encode() + b"\n")
+        self.sock.sendall(encode(op(request_id, **args)))
         deadline = time.monotonic() + timeout
         while True:
-            reply = None
+            answer = None
             for message in self._read(deadline):
-                if "event" in message:
+                if isinstance(message, Event):
                     self.events.append(message)
-                elif message.get("id") == request_id:
-                    reply = message
-            if reply is not None:
-                if not reply.get("ok"):
-                    raise AgentError(f"{op}: {reply.get('error')}")
-                return reply
+                elif isinstance(message, Answer) and message.id == request_id:
+                    answer = message
+            if answer is not None:
+                return _answer("agent", op, answer)
             if time.monotonic() > deadline:
-                raise AgentError(f"no answer to {op} within {timeout:g} s")
+                raise AgentError(f"no answer to {op.TYPE!r} within {timeout:g} s")
 
-    def wait(self, done: Callable[[list[dict]], bool], timeout: float) -> list[dict]:
+    def wait(self, done: Callable[[list[Event]], bool], timeout: float) -> list[Event]:
         """Read events until ``done(events)`` holds; AgentError after ``timeout``."""
         deadline = time.monotonic() + timeout
         while not done(self.events):
             if time.monotonic() > deadline:
                 raise AgentError(f"events not complete after {timeout:g} s ({len(self.events)} received)")
-            self.events.extend(m for m in self._read(deadline) if "event" in m)
+            self.events.extend(m for m in self._read(deadline) if isinstance(m, Event))
         return self.events
 
     def close(self) -> None:
         self.sock.close()
 
-    def _read(self, deadline: float) -> list[dict]:
+    def _read(self, deadline: float) -> list[Message]:
         self.sock.settimeout(max(0.001, min(0.2, deadline - time.monotonic())))
         try:
             chunk = self.sock.recv(1 << 16)
@@ -378,5 +416,5 @@ class AgentClient:
             raise AgentError("agent closed the control connection")
         self._buffer += chunk
         *lines, self._buffer = self._buffer.split(b"\n")
-        return [json.loads(line) for line in lines if line.strip()]
+        return [_decode("agent", line) for line in lines if line.strip()]
 

@@ -9,6 +9,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .fabric import egress
+
 PROVISION = "sudo bash vagrant/provision.sh"
 
 
@@ -195,6 +197,16 @@ def netem() -> Row:
                required=False)
 
 
+def ebpf() -> Row:
+    """The eBPF egress program compiled, loaded and attached here; without it a lab still runs, with less."""
+    lost = "no trimming (queue overflow becomes tail drop); loss and blackhole faults unavailable"
+    if os.geteuid() != 0:
+        return Row(egress.CHECK_ROW, False, f"needs root; {lost}", "run with sudo", required=False)
+    ok, detail = egress.probe()
+    return Row(egress.CHECK_ROW, ok, detail if ok else f"{detail}; {lost}",
+               "" if ok else f"{PROVISION} (clang, libbpf-dev, a kernel with BPF and cls_bpf)", required=False)
+
+
 def python_module(module: str, label: str) -> Row:
     ok = importlib.util.find_spec(module) is not None
     return Row(label, ok, f"{module} importable" if ok else f"{module} not importable", PROVISION)
@@ -222,10 +234,7 @@ def transport_build() -> Row:
 
 
 def rows() -> list[Row]:
-    from .fabric import (
-        egress,  # the eBPF egress program owns its own availability check
-    )
-    return [root(), ovs(), datapath(), ovs_sndbuf(), htb(), egress.check_row(), netem(),
+    return [root(), ovs(), datapath(), ovs_sndbuf(), htb(), ebpf(), netem(),
             python_module("os_ken", "os-ken"), python_module("mininet.net", "mininet"), mnexec(), capture_tools(),
             transport_build()]
 

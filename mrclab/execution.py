@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from . import timeline
 from .actions import ACTIONS, clears_target
 from .addressing import conn_hosts, conn_id
+from .agent.messages import Completed, Delivered, EvChanged, Failed, NicChanged, Report, Stats
 from .agents import Agents
 from .metrics import avoid
 from .metrics.outcome import Bins, Delivery, EvChange, Fired, MessageKey, NicChange, Outcome, Step, Unfired
@@ -247,27 +248,26 @@ class Execution:
         o, p = self.outcome, self.progress
         finished = []
         while self.agents.events:
-            e = self.agents.events.popleft()
-            kind = e.get("event")
-            if kind in ("delivered", "completed", "failed"):
-                key = MessageKey(e["conn"], e["msg"])
+            host, e = self.agents.events.popleft()
+            if isinstance(e, (Delivered, Completed, Failed)):
+                key = MessageKey(e.conn, e.msg)
                 workload = o.workload_of.get(key)
-                if kind == "delivered":
-                    o.deliver(key, Delivery(e["t"], e["bytes"], e["verified"]), *conn_hosts(key.conn))
-                    p.delivered_bytes += e["bytes"]
-                elif kind == "completed":
-                    o.complete(key, e["t"])
+                if isinstance(e, Delivered):
+                    o.deliver(key, Delivery(e.t, e.bytes, e.verified), *conn_hosts(key.conn))
+                    p.delivered_bytes += e.bytes
+                elif isinstance(e, Completed):
+                    o.complete(key, e.t)
                 else:
-                    o.fail(key, e.get("reason", "failed"))
+                    o.fail(key, e.reason)
                 if workload is not None and key not in o.workload_of:
                     finished.append((key, workload))
-            elif kind == "ev_state":
-                plane, spine = self.topo.plan.ev_path(e["ev"])
-                o.ev_changes.append(EvChange(round(e["t"] - o.t0, 6), e["host"], self.topo.host_names[e["peer"]],
-                                             e["ev"], plane, f"p{plane}s{spine}", e["old"], e["new"]))
-            elif kind == "nic":
-                owner = self.topo.host_names[e["of"]] if "of" in e else e["host"]
-                o.nic_changes.append(NicChange(round(e["t"] - o.t0, 6), owner, e["plane"], e["state"], e["host"]))
+            elif isinstance(e, EvChanged):
+                plane, spine = self.topo.plan.ev_path(e.ev)
+                o.ev_changes.append(EvChange(round(e.t - o.t0, 6), host, self.topo.host_names[e.peer], e.ev, plane,
+                                             f"p{plane}s{spine}", e.old, e.new))
+            elif isinstance(e, NicChanged):
+                owner = host if e.of is None else self.topo.host_names[e.of]
+                o.nic_changes.append(NicChange(round(e.t - o.t0, 6), owner, e.plane, e.state, host))
         p.failed = len(o.failed)
         return finished
 
@@ -287,7 +287,7 @@ class Execution:
             tracked = ACTIONS[action.action].cuts and event.action == action.action  # a flap's cuts are not
             if tracked and ROUTINGS[self.s.routing].avoid_measurable:
                 self.open_cuts[action.target] = _OpenCut(len(o.fired) - 1, t,
-                                                         self._per_ev(self.agents.call_all("stats"))[1])
+                                                         self._per_ev(self.agents.call_all(Stats))[1])
             self._track_active(action)
 
     def _track_active(self, action: timeline.Action) -> None:
@@ -297,17 +297,17 @@ class Execution:
         else:
             active[action.target] = action.action
 
-    def _per_ev(self, stats: dict) -> tuple[dict, dict]:
-        """(last DATA send time, DATA packets) per [src][dst][ev] from every agent's stats reply."""
+    def _per_ev(self, reports: dict[str, Report]) -> tuple[dict, dict]:
+        """(last DATA send time, DATA packets) per [src][dst][ev] from every agent's stats report."""
         last_send, ev_sent = ({self.topo.host_index(host): {int(peer): {int(ev): v for ev, v in evs.items()}
-                                                            for peer, evs in reply.get(key, {}).items()}
-                               for host, reply in stats.items()} for key in ("last_send", "ev_sent"))
+                                                            for peer, evs in report.stats.get(key, {}).items()}
+                               for host, report in reports.items()} for key in ("last_send", "ev_sent"))
         return last_send, ev_sent
 
     def _snapshot(self, cut: _OpenCut) -> None:
         """avoid_s of a cut that is about to be mended (or still open at the end), and the DATA packets
         senders put into it while it lasted (OVS does not count a send into a downed cable)."""
-        last_send, sent = self._per_ev(self.agents.call_all("stats"))
+        last_send, sent = self._per_ev(self.agents.call_all(Stats))
         fired = self.outcome.fired[cut.index]
         value = avoid.avoid_seconds(self.topo, fired.target, cut.t_mono, last_send)
         into = avoid.sent_into(self.topo, fired.target, cut.sent, sent)

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from .agent.messages import Stats
 from .agents import Agents
 from .capture import Recording
 from .engines import ENGINES
@@ -189,8 +190,8 @@ class Run:
         o = self.outcome
         links = read("link counters", lambda: results.with_sends_into_faults(fabric.link_counters(),
                                                                               o.sent_into_faults), [])
-        stats = read("agent stats", lambda: self.agents.call_all("stats", timeout=2.0) if self.agents.answering
-                     else {}, {})
+        stats = read("agent stats", lambda: {host: report.stats for host, report in self.agents.call_all(
+            Stats, timeout=2.0).items()} if self.agents.answering else {}, {})
         controller = read("controller stats", fabric.controller_stats, document.NO_CONTROLLER)
         return document.Lab(build=self.agents.build(), stats=stats, samples=self.agents.sample_row,
                             marks=self.agents.marks, links=links, controller=controller,

@@ -5,7 +5,8 @@ driven by the runner over a control socket. Modules, one concept each:
 
 ``__main__``  command line, start-up and exit status
 ``host``      the control requests and events as the runner sees them
-``control``   the control protocol: request parsing and the Unix-socket channel
+``messages``  the control protocol: every request, answer and event, declared once, and their line encoding
+``control``   the Unix-socket channel that carries them
 ``loop``      the single-threaded select() loop
 ``mrc``       the MRC datapath: one UDP socket per plane, connections, uSID path addresses
 ``tcp``       the kernel TCP baseline datapath

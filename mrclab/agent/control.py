@@ -1,16 +1,4 @@
-"""The runner's line to an agent: newline-delimited JSON over one Unix stream socket.
-
-Requests (runner -> agent) carry an ``id`` echoed in the answer::
-
-    {"id": 1, "op": "ping"}          -> {"id": 1, "ok": true, "host": N, "pid": P, "build": {"build": B, "why": W}}
-    {"id": 2, "op": "post", "conn": C, "peer": D, "msg": M, "size": B}
-    {"id": 5, "op": "warm", "conn": C, "peer": D}   -> {"id": 5, "ok": true, "probes": N}  (one down every path)
-    {"id": 3, "op": "stats"}                                  -> {"id": 3, "ok": true, "counters": {...}, ...}
-    {"id": 4, "op": "quit"}
-
-A request the agent cannot carry out is answered ``{"id": ..., "ok": false, "error": "..."}``
-(``id`` is null when the line was not a JSON object with one). Events (agent -> runner)
-are lines with an ``event`` key and no ``id``.
+"""The agent's end of the runner's line: one Unix stream socket carrying `messages`, a line each.
 
 The socket is created under a temporary name with mode 0600 and renamed into place
 once listening, so a runner that sees the path can connect at once. It serves one
@@ -21,58 +9,12 @@ listener closed.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
-from typing import Any, NamedTuple
 
-FIELDS = {"ping": (), "post": ("conn", "peer", "msg", "size"), "warm": ("conn", "peer"), "stats": (), "quit": ()}
-"""Each operation and the non-negative integer fields it takes."""
+from .messages import Message, ProtocolError, encode
 
 MAX_LINE = 1 << 16
-U32 = 0xFFFFFFFF
-
-
-class ProtocolError(ValueError):
-    def __init__(self, message: str, request_id: Any = None) -> None:
-        super().__init__(message)
-        self.request_id = request_id
-
-
-class Request(NamedTuple):
-    id: Any
-    op: str
-    args: dict[str, int]
-
-
-def parse_request(line: bytes | str) -> Request:
-    """One request line -> Request; anything malformed raises ProtocolError naming what is wrong."""
-    try:
-        obj = json.loads(line)
-    except ValueError as err:
-        raise ProtocolError(f"request is not JSON: {err}") from None
-    if not isinstance(obj, dict):
-        raise ProtocolError(f"request must be a JSON object, got {type(obj).__name__}")
-    request_id = obj.get("id")
-    if "id" not in obj:
-        raise ProtocolError("request has no 'id'")
-    op = obj.get("op")
-    if op not in FIELDS:
-        raise ProtocolError(f"unknown op {op!r}; allowed: {', '.join(FIELDS)}", request_id)
-    unknown = sorted(set(obj) - {"id", "op", *FIELDS[op]})
-    if unknown:
-        raise ProtocolError(f"op {op!r} takes no {', '.join(map(repr, unknown))}", request_id)
-    args = {}
-    for name in FIELDS[op]:
-        value = obj.get(name)
-        if type(value) is not int or not 0 <= value <= U32:
-            raise ProtocolError(f"op {op!r} needs {name!r} as an integer in 0..{U32}, got {value!r}", request_id)
-        args[name] = value
-    return Request(request_id, op, args)
-
-
-def encode(obj: dict) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
 
 
 class ControlChannel:
@@ -128,10 +70,10 @@ class ControlChannel:
         self._inbox = bytearray(rest)
         return [bytes(line) for line in lines if line.strip()]
 
-    def send(self, obj: dict) -> None:
+    def send(self, message: Message) -> None:
         """Queue one line; it leaves with the next :meth:`flush` (the owner flushes once per wake-up, so the
         events and answers of one wake-up share one write)."""
-        self._outbox += encode(obj)
+        self._outbox += encode(message)
 
     def flush(self) -> None:
         """Write what the socket takes now; the rest waits for :meth:`wants_write` to clear (the owner calls

@@ -29,6 +29,7 @@ from ..transport import (
 from ..transport.config import for_mtu
 from .ecmp import flow_hash
 from .loop import TIMER_GRANULARITY
+from .messages import Completed, Delivered, Emit, EvChanged, Failed, NicChanged
 from .payload import Payloads
 
 CONNECTION_KEYS = ("data_sent", "retransmitted", "trimmed", "ce_received", "ecn_skips", "bytes_delivered")
@@ -46,7 +47,6 @@ path per plane (64-way all-to-all in the simulator: 22% of packets trimmed at th
 IO_COUNTERS = ("send_retries", "socket_errors", "strangers", "nic_down_discards")
 """What the datapath's sockets count (stats `counters`): always 0 where no socket is."""
 
-Emit = Callable[[dict], None]
 
 
 class Peer:
@@ -149,16 +149,13 @@ class MrcEndpoint:
         for event in events:
             kind = event.__class__
             if kind is EvStateChanged:
-                self._emit({"event": "ev_state", "conn": conn_id, "peer": peer, "ev": event.ev,
-                            "old": event.old.name, "new": event.new.name, "t": event.now})
+                self._emit(EvChanged(conn_id, peer, event.ev, event.old.name, event.new.name, event.now))
             elif kind is MessageDelivered:
                 self._delivered(conn_id, peer, event.msg_id, event.data)
             elif kind is MessageCompleted:
-                self._emit({"event": "completed", "conn": conn_id, "peer": peer, "msg": event.msg_id,
-                            "t": self._clock()})
+                self._emit(Completed(conn_id, peer, event.msg_id, self._clock()))
             elif kind is MessageFailed:
-                self._emit({"event": "failed", "conn": conn_id, "peer": peer, "msg": event.msg_id,
-                            "reason": event.reason, "t": self._clock()})
+                self._emit(Failed(conn_id, peer, event.msg_id, event.reason, self._clock()))
             elif kind is NicStateChanged:
                 self._far_nics(peer, event.remote, event.now)
         if p in self._busy and not p.conn.busy:
@@ -174,8 +171,7 @@ class MrcEndpoint:
         self._far_down[peer] = down
         for plane in range(self._plan.planes):
             if changed >> plane & 1:
-                self._emit({"event": "nic", "of": peer, "plane": plane, "state": "down" if down >> plane & 1 else "up",
-                            "t": now})
+                self._emit(NicChanged(plane, "down" if down >> plane & 1 else "up", now, of=peer))
 
     def _note_recovery(self, p: Peer, seen: tuple, now: float) -> None:
         slot = int(now / MARK_BIN_S)
@@ -207,14 +203,12 @@ class MrcEndpoint:
     def _delivered(self, conn_id: int, peer: int, msg: int, data: bytearray) -> None:
         verified = self._payloads.matches(peer, self._host, msg, data)
         now = self._clock()
-        self._emit({"event": "delivered", "conn": conn_id, "peer": peer, "msg": msg, "bytes": len(data),
-                    "verified": verified, "t": now})
+        self._emit(Delivered(conn_id, peer, msg, len(data), verified, now))
         if verified:
             self.counters["bytes_verified"] += len(data)
         else:
             self.counters["verify_failures"] += 1
-            self._emit({"event": "failed", "conn": conn_id, "peer": peer, "msg": msg,
-                        "reason": "payload_mismatch", "t": now})
+            self._emit(Failed(conn_id, peer, msg, "payload_mismatch", now))
 
     def stats(self) -> dict:
         """Counters summed over connections, and some of each on its own (`CONNECTION_KEYS`); EV states, last

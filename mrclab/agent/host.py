@@ -15,9 +15,28 @@ import time
 from typing import Protocol
 
 from .. import build
-from .control import ControlChannel, ProtocolError, parse_request
+from .control import ControlChannel
 from .eventlog import EventLog
 from .loop import Reactor
+from .messages import (
+    Answer,
+    Done,
+    Event,
+    NicChanged,
+    Ping,
+    Pong,
+    Post,
+    ProtocolError,
+    Quit,
+    Refused,
+    Report,
+    Request,
+    Stats,
+    Warm,
+    Warmed,
+    decode,
+    to_dict,
+)
 from .nics import NicWatch
 
 ACCEPT_TIMEOUT = 60.0
@@ -57,42 +76,46 @@ class Agent:
         self._log.write("stop", reason=reason, **self._stats())
         return reason
 
-    def emit(self, event: dict) -> None:
+    def emit(self, event: Event) -> None:
         """A datapath event: to the runner and into the log."""
-        self._log.write("event", **event)
+        self._log.write("event", **to_dict(event))
         self._control.send(event)
 
     def _nics_changed(self, down: int, changes: list[tuple[int, bool]], now: float) -> None:
         """Within the wake-up that heard of it: the datapath stops using (or uses again) those planes."""
         self.datapath.set_nic_down(down, now)
         for plane, up in changes:
-            self.emit({"event": "nic", "plane": plane, "state": "up" if up else "down", "t": now})
+            self.emit(NicChanged(plane, "up" if up else "down", now))
 
-    def handle(self, line: bytes) -> dict:
+    def handle(self, line: bytes) -> Answer:
         """Answer one request line (and act on it)."""
         try:
-            request = parse_request(line)
+            request = decode(line)
+            if not isinstance(request, Request):
+                raise ProtocolError(f"{request.TYPE!r} is not a request")
         except ProtocolError as err:
             self._log.write("request", line=line.decode(errors="replace"), ok=False, error=str(err))
-            return {"id": err.request_id, "ok": False, "error": str(err)}
-        reply: dict = {"id": request.id, "ok": True}
+            return Refused(err.request_id, str(err))
         try:
-            if request.op == "ping":
-                reply.update(host=self.host, pid=os.getpid(), build=build.running())
-            elif request.op == "post":
-                args = request.args
-                self.datapath.post(args["conn"], args["peer"], args["msg"], args["size"])
-            elif request.op == "warm":
-                reply["probes"] = self.datapath.warm(request.args["conn"], request.args["peer"])
-            elif request.op == "stats":
-                reply.update(self._stats())
-            elif request.op == "quit":
-                self._reactor.stop("quit")
+            answer = self._answer(request)
         except (ValueError, RuntimeError) as err:
-            reply = {"id": request.id, "ok": False, "error": str(err)}
-        self._log.write("request", op=request.op, id=request.id, **request.args, ok=reply["ok"],
-                        **({"error": reply["error"]} if not reply["ok"] else {}))
-        return reply
+            answer = Refused(request.id, str(err))
+        error = {"error": answer.error} if isinstance(answer, Refused) else {}
+        self._log.write("request", **to_dict(request), ok=not error, **error)
+        return answer
+
+    def _answer(self, request: Request) -> Answer:
+        if isinstance(request, Ping):
+            return Pong(request.id, self.host, os.getpid(), build.running())
+        if isinstance(request, Post):
+            self.datapath.post(request.conn, request.peer, request.msg, request.size)
+        elif isinstance(request, Warm):
+            return Warmed(request.id, self.datapath.warm(request.conn, request.peer))
+        elif isinstance(request, Stats):
+            return Report(request.id, self._stats())
+        elif isinstance(request, Quit):
+            self._reactor.stop("quit")
+        return Done(request.id)
 
     def _stats(self) -> dict:
         stats = self.datapath.stats()

@@ -26,11 +26,11 @@ import socket
 import struct
 import time
 from collections import deque
-from collections.abc import Callable
 
 from ..addressing import HOST_BASE, Plan, decode
 from ..transport.wire import message_digest
 from .loop import Attached, Reactor
+from .messages import Completed, Delivered, Emit, Failed
 from .payload import Payloads
 from .seg6 import HostRoutes, tcp_ev, tcp_path
 
@@ -41,7 +41,6 @@ MAX_MESSAGE = 1 << 30
 SOCKET_BUFFER = 4 << 20
 READ_BURST = 64
 
-Emit = Callable[[dict], None]
 
 
 def check_options(options: dict) -> None:
@@ -237,8 +236,7 @@ class TcpDatapath(Attached):
             now = time.monotonic()
             for msg, conn in stream.unacked.items():
                 self.counters["messages_failed"] += 1
-                self._emit({"event": "failed", "conn": conn, "peer": stream.peer, "msg": msg, "reason": reason,
-                            "t": now})
+                self._emit(Failed(conn, stream.peer, msg, reason, now))
         stream.unacked.clear()
 
     # -- bytes out ---------------------------------------------------------------------------------------
@@ -313,8 +311,7 @@ class TcpDatapath(Attached):
         if kind == ACK:
             if stream.unacked.pop(msg, None) is not None:
                 self.counters["messages_completed"] += 1
-                self._emit({"event": "completed", "conn": conn, "peer": stream.peer, "msg": msg,
-                            "t": time.monotonic()})
+                self._emit(Completed(conn, stream.peer, msg, time.monotonic()))
             return True
         if kind != MSG or length > MAX_MESSAGE:
             self._drop(stream, "tcp_protocol")
@@ -336,17 +333,14 @@ class TcpDatapath(Attached):
         now = time.monotonic()
         if message_digest(data) != digest:
             self.counters["messages_failed"] += 1
-            self._emit({"event": "failed", "conn": conn, "peer": peer, "msg": msg, "reason": "digest_mismatch",
-                        "t": now})
+            self._emit(Failed(conn, peer, msg, "digest_mismatch", now))
             return
         verified = self._payloads.matches(peer, self._host, msg, data)
         self.counters["bytes_delivered"] += length
-        self._emit({"event": "delivered", "conn": conn, "peer": peer, "msg": msg, "bytes": length,
-                    "verified": verified, "t": now})
+        self._emit(Delivered(conn, peer, msg, length, verified, now))
         if verified:
             self.counters["bytes_verified"] += length
         else:
             self.counters["verify_failures"] += 1
-            self._emit({"event": "failed", "conn": conn, "peer": peer, "msg": msg, "reason": "payload_mismatch",
-                        "t": now})
+            self._emit(Failed(conn, peer, msg, "payload_mismatch", now))
         self._write(stream, FRAME.pack(ACK, conn, msg, length, 0))

@@ -18,7 +18,7 @@ import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..fabric.layout import Layout
+from ..layout import Layout
 
 VXLAN_PORT = 4789  # IANA's; every server of a lab listens on it in its own namespace
 VNI_BASE = 1 << 12  # clear of the small VNIs other VXLAN users on a shared underlay tend to pick

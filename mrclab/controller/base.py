@@ -18,7 +18,7 @@ from os_ken.controller import ofp_event
 from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
 from os_ken.ofproto import ofproto_v1_3
 
-from ..fabric.layout import Layout, SwitchLayout
+from ..layout import Layout, SwitchLayout
 from . import ofp, stats
 from .flows import Flow
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..addressing import Plan, host_usid
-from ..fabric.layout import Layout
+from ..layout import Layout
 from ..spec.topology import node_parts
 from .flows import COOKIE_FORWARD, COOKIE_MISS, PRIORITY_MISS, PRIORITY_ROUTE, Flow, _ipv6_match
 

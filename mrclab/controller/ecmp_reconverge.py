@@ -26,7 +26,7 @@ from os_ken.controller import ofp_event
 from os_ken.controller.handler import DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
 from os_ken.lib import hub
 
-from ..fabric.layout import SwitchLayout
+from ..layout import SwitchLayout
 from . import ecmp_flows
 from .base import FabricApp
 from .flows import Flow

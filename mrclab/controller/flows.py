@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..addressing import host_usid, leaf_usid, spine_usid, usid_prefix
-from ..fabric.layout import Port
+from ..layout import Port
 from ..spec.topology import node_parts
 
 ETH_TYPE_IPV6 = 0x86DD

@@ -8,7 +8,7 @@ it open, inside every router's namespace, a netlink socket subscribed to IPv6 ro
 changes: from that moment any change to a router's main routing table, whoever makes it,
 counts in ``flow_mods_after_boot`` (each is logged, and the first ones are kept in the stats
 as ``route_changes``). Under static SRv6 nothing changes them, through every fault: a cut
-cable only takes carrier away from a router's port (see `fabric.layout`). If the kernel
+cable only takes carrier away from a router's port (see `mrclab.layout`). If the kernel
 drops notifications (a full socket buffer), ``monitor_overruns`` says so, and the count is
 a lower bound.
 
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..fabric.layout import Layout
+from ..layout import Layout
 from ..netns import entered, ip_batches
 from ..routing import APPS
 from . import ecmp_flows, stats

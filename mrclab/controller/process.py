@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import lifeline
 from ..errors import MrclabError
-from ..fabric.layout import Layout
+from ..layout import Layout
 from ..routing import DEFAULT, ROUTINGS
 from ..runstate import RunState
 from . import stats

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..addressing import host_usid, leaf_usid, spine_usid, usid_prefix
-from ..fabric.layout import GATEWAY_IP, Layout, Port, SwitchLayout
+from ..layout import GATEWAY_IP, Layout, Port, SwitchLayout
 from ..spec.topology import node_parts
 from .ecmp_flows import DeadLinks, live_spines, plan_of
 

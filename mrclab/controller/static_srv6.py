@@ -1,7 +1,7 @@
 """Static SRv6 uSID routing: every switch gets its whole table once, at connect, and never again."""
 from __future__ import annotations
 
-from ..fabric.layout import SwitchLayout
+from ..layout import SwitchLayout
 from .base import FabricApp
 from .flows import Flow, flows_for
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from mininet.node import Host
 
+from ..layout import Layout
 from ..netns import ip_batches
 from ..spec.topology import Link
-from .layout import Layout
 
 FIRST_INDEX = 16  # patch ends' interface indexes in the cable namespace: FIRST_INDEX + 2i (host side) and + 1
 SYSCTLS = {"net.ipv6.conf.all.disable_ipv6": 1, "net.ipv6.conf.default.disable_ipv6": 1}

@@ -1,7 +1,7 @@
 """The datapaths a fabric's switches can be made of: one row each, and how `auto` chooses.
 
 A row names the switch implementation, the faults that fit it, whether its cables are split
-per direction (see `layout`), how L4 checksums travel through it (see `egress`), and whether
+per direction (see `mrclab.layout`), how L4 checksums travel through it (see `egress`), and whether
 the controller starts before the switches exist (os-ken's start-up overlaps the build) or
 after (it programs namespaces that must exist first). Adding a datapath is a row here plus
 its `Switches` and `Faults`.

@@ -60,7 +60,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from ..check import PROVISION, Row
 from ..errors import EnvironmentNotReady
 from ..runstate import RunState, trusted_dir
 from ..transport.wire import ETHERNET_HEADER
@@ -340,12 +339,9 @@ def _run(cmd: list[str], stdin: str | None = None) -> None:
         raise RuntimeError(f"{' '.join(cmd)} failed: {(result.stderr or result.stdout).strip()}")
 
 
-def check_row() -> Row:
-    """Compile, load and attach on a throwaway veth in a throwaway network namespace."""
-    lost = "no trimming (queue overflow becomes tail drop); loss and blackhole faults unavailable"
-    fix = f"{PROVISION} (clang, libbpf-dev, a kernel with BPF and cls_bpf)"
-    if os.geteuid() != 0:
-        return Row(CHECK_ROW, False, f"needs root; {lost}", "run with sudo", required=False)
+def probe() -> tuple[bool, str]:
+    """Whether the program compiles, loads and attaches here, tried on a throwaway veth in a throwaway network
+    namespace (needs root)."""
     state = RunState.create("check: ebpf egress")
     holder = subprocess.Popen(["unshare", "-n", "sleep", "30"])  # its namespace dies with it
     try:
@@ -359,11 +355,11 @@ def check_row() -> Row:
             egress.set_loss(veth, 0.5)
             egress.counters(veth)
     except (OSError, RuntimeError, EnvironmentNotReady) as exc:
-        return Row(CHECK_ROW, False, f"{exc}; {lost}", fix, required=False)
+        return False, str(exc)
     finally:
         state.teardown()
         holder.wait()
-    return Row(CHECK_ROW, True, "compiled, loaded and attached on a throwaway veth", required=False)
+    return True, "compiled, loaded and attached on a throwaway veth"
 
 
 def _wait_for_own_netns(pid: int, timeout: float = 2.0) -> None:

@@ -8,7 +8,7 @@ program of both directions of a link. A host cable is pulled at its patch (see `
 host's NIC and the leaf's port both lose carrier, and the egress programs of both count and
 drop what is still sent into them. How a cable between two switches is cut depends on the
 datapath: `OvsFaults` downs both of its interfaces; `LinuxFaults` downs only what receives
-from it (see `layout`), so that the routers keep their routes.
+from it (see `mrclab.layout`), so that the routers keep their routes.
 """
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ import time
 from typing import Any
 
 from ..actions import perform
+from ..layout import Layout
 from ..netns import ip_batches
 from ..spec.topology import Link, Topology
 from . import ovs
-from .layout import Layout
 
 
 class Faults:

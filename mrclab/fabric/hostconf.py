@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 
 from ..addressing import block
-from .layout import GATEWAY_IP, HostLayout, Nic
+from ..layout import GATEWAY_IP, HostLayout, Nic
 
 # Set before any interface exists, so interfaces are born with them: no link-local address
 # (addr_gen_mode=1), no autoconfiguration, DAD or router solicitation. Routers start from these too.

@@ -12,7 +12,7 @@ and watches them over netlink for the rest of the run.
 
 Cables are veth pairs made straight inside the namespaces (one ``ip -batch`` in the root
 namespace, whose own interfaces never change); switch-to-switch cables are split per
-direction (see `layout`) so that a cut only takes carrier away from the routers' ports.
+direction (see `mrclab.layout`) so that a cut only takes carrier away from the routers' ports.
 Interfaces have no addresses at all (``addr_gen_mode=1``) and hosts have only fabric
 addresses, so nothing here can reach the machine's own network. Everything a run makes
 lives in namespaces whose processes the RunState records: ending them removes it all.
@@ -26,8 +26,9 @@ import subprocess
 from mininet.node import Host
 
 from ..addressing import leaf_usid, spine_usid, usid_prefix
+from ..layout import GATEWAY_IP, SwitchLayout
 from .hostconf import QUIET_IPV6, batch_script
-from .layout import GATEWAY_IP, SwitchLayout
+from .shells import check_outputs, in_parallel
 
 # Set before any interface exists, so every interface is born with them.
 SYSCTLS = {
@@ -103,8 +104,6 @@ class LinuxRouters:
         """Nothing of a router lives in the root namespace; its process, recorded at birth, holds it all."""
 
     def make(self) -> None:
-        from .net import check_outputs, in_parallel
-
         for name, switch in self.fabric.layout.switches.items():
             node = Host(switch.bridge, inNamespace=True)
             self.nodes[name] = node
@@ -119,8 +118,6 @@ class LinuxRouters:
             raise RuntimeError(f"making the cables failed: {result.stderr.strip()[-400:]}")
 
     def configure(self) -> None:
-        from .net import check_outputs, in_parallel
-
         mtu = self.fabric.topology.mtu
         check_outputs(in_parallel({self.nodes[name]: batch_script(port_lines(switch, mtu)) + " && echo ok"
                                    for name, switch in self.fabric.layout.switches.items()}))
@@ -151,8 +148,6 @@ class LinuxRouters:
     def tables(self) -> dict[str, list[str]]:
         """Every router's main IPv6 routing table and neighbour entries, without counters, by SPEC name:
         what must not change."""
-        from .net import in_parallel
-
         outputs = in_parallel({node: "ip -6 route show table main; ip -6 neigh show nud permanent"
                                for node in self.nodes.values()})
         return {name: sorted(line.strip() for line in outputs[node].splitlines() if line.strip())
@@ -160,8 +155,6 @@ class LinuxRouters:
 
     def spine_counts(self, spines: list[str]) -> dict[str, int]:
         """Packets each spine's End route has shifted so far (its seg6local `count` counter)."""
-        from .net import in_parallel
-
         lay = self.fabric.layout
         outputs = in_parallel({self.nodes[name]: f"ip -6 -s route show {own_prefix(lay.switches[name])}"
                                for name in spines})

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from mininet.node import Host
 
+from .. import layout as layout_mod
 from ..controller.process import Controller
 from ..errors import Terminated, UsageError
 from ..routing import DEFAULT as ROUTING_DEFAULT
@@ -39,10 +40,10 @@ from ..runstate import RunState
 from ..spec.topology import Topology
 from . import datapath as datapath_mod
 from . import hostconf
-from . import layout as layout_mod
 from .cables import HostCables
 from .egress import CSUM_CARRIER, CSUM_MAKE_FINAL, Ecn, Egress
 from .faults import Faults
+from .shells import check_outputs, in_parallel
 
 HOST_NIC_QUEUE = 4 << 20
 Part = TypeVar("Part")
@@ -234,20 +235,6 @@ class Fabric:
             for sig, handler in self._old_handlers.items():
                 signal.signal(sig, handler)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, blocked)
-
-
-def in_parallel(scripts: dict[Host, str]) -> dict[Host, str]:
-    """Send one shell command to each Mininet node at once, then collect every output."""
-    for node, script in scripts.items():
-        node.sendCmd(script)
-    return {node: node.waitOutput() for node in scripts}
-
-
-def check_outputs(outputs: dict[Host, str]) -> None:
-    """Each script ends by echoing `ok`; anything else is what went wrong."""
-    for node, output in outputs.items():
-        if not output.strip().endswith("ok"):
-            raise RuntimeError(f"configuring {node.name} failed: {output.strip()}")
 
 
 def _terminate(signum, _frame) -> None:

@@ -14,6 +14,7 @@ import functools
 from .. import build
 from ..addressing import Plan
 from ..agent.endpoint import MrcEndpoint, Peer, configure
+from ..agent.messages import A, Event, Failed, NicChanged, Report, Request, Stats, answer_to
 from ..agent.payload import Payloads
 from ..agents import Agents, effective_options, qp_options
 from ..spec import Scenario
@@ -64,7 +65,7 @@ class SimHost(MrcEndpoint):
         """This host's NIC on ``plane`` lost or regained its link, as the agent's netlink watch reports it."""
         planes = self._nic_down | 1 << plane if down else self._nic_down & ~(1 << plane)
         self.set_nic_down(planes, self.net.now)
-        self._emit({"event": "nic", "plane": plane, "state": "down" if down else "up", "t": self.net.now})
+        self._emit(NicChanged(plane, "down" if down else "up", self.net.now))
 
 
 class SimAgents(Agents):
@@ -89,9 +90,8 @@ class SimAgents(Agents):
     def answering(self) -> bool:
         return True
 
-    def _event(self, host: str, event: dict) -> None:
-        event["host"] = host
-        self.events.append(event)
+    def _event(self, host: str, event: Event) -> None:
+        self.events.append((host, event))
 
     def post(self, host: str, conn: int, peer: int, msg: int, size: int) -> None:
         sender = self.hosts[host]
@@ -99,7 +99,7 @@ class SimAgents(Agents):
         try:
             sender.post(conn, peer, msg, size)
         except ValueError as exc:  # as an agent refuses a post
-            self.events.append({"event": "failed", "conn": conn, "msg": msg, "host": host, "reason": f"refused: {exc}"})
+            self.events.append((host, Failed(conn, peer, msg, f"refused: {exc}", self.net.now)))
 
     def warm(self, pairs: list[tuple[str, int, int]], timeout: float = 3.0) -> bool:
         """Nothing to warm: the lab warms paths for its software switches' first-packet slow path, and a simulated
@@ -109,18 +109,18 @@ class SimAgents(Agents):
     def sample(self) -> int:
         round_no = len(self.samples) // self._width
         self.samples.extend([0] * self._width)
-        for reply in self.call_all("stats").values():
-            self._add_sample(round_no, reply)
+        for report in self.call_all(Stats).values():
+            self._add_sample(round_no, report.stats)
         return round_no
 
-    def call(self, host: str, op: str, timeout: float = 10.0, **fields) -> dict:
-        if op != "stats":
-            raise ValueError(f"a simulated host answers stats only, not {op!r}")
-        reply = {"ok": True, **self.hosts[host].stats()}
-        self._merge_marks(reply)
-        return reply
+    def call(self, host: str, op: type[Request[A]], timeout: float = 10.0, **fields) -> A:
+        """A simulated host answers stats only: anything else raises ProtocolError."""
+        report = Report(None, self.hosts[host].stats())
+        answer = answer_to(op, report)
+        self._merge_marks(report.stats)
+        return answer
 
-    def call_all(self, op: str, timeout: float = 10.0) -> dict[str, dict]:
+    def call_all(self, op: type[Request[A]], timeout: float = 10.0) -> dict[str, A]:
         return {name: self.call(name, op) for name in self.hosts}
 
     def poll(self, timeout: float) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..units import seconds, size_bytes
+from .congestion import CONGESTION_CONTROLS
 from .wire import DATA_HEADER_LEN, ETHERNET_HEADER, IP_UDP_OVERHEAD, MAX_PAYLOAD
 
 CC_TARGET_DELAY_FLOOR = 0.004  # s: the delay target's default, and its floor when the links set it
@@ -157,8 +158,7 @@ class TransportConfig:
             ("cc_md", 0 < self.cc_md < 1, "between 0 and 1"),
             ("cc_trim_md", 0 <= self.cc_trim_md < 1, "between 0 and 1"),
             ("max_message", self.max_message >= 0, ">= 0"),
-            ("cc_algorithm", self.cc_algorithm in _congestion_controls(),
-             f"one of {', '.join(_congestion_controls())}"),
+            ("cc_algorithm", self.cc_algorithm in CONGESTION_CONTROLS, f"one of {', '.join(CONGESTION_CONTROLS)}"),
             ("dcqcn_period", self.dcqcn_period > 0, "> 0"),
             ("dcqcn_g", 0 < self.dcqcn_g <= 1, "between 0 and 1"),
             ("dcqcn_ai", 0 <= self.dcqcn_ai <= 1, "between 0 and 1"),
@@ -208,11 +208,6 @@ class TransportConfig:
                 raise ValueError(f"transport option {key!r} must be {kind.__name__}, got {value!r}")
             values[key] = value
         return cls(**values)
-
-
-def _congestion_controls() -> tuple[str, ...]:
-    from .congestion import CONGESTION_CONTROLS  # that table's rows are built from this module's config
-    return tuple(CONGESTION_CONTROLS)
 
 
 UNITS: dict[str, str] = {

@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from mrclab.agent.messages import Completed, Delivered, Failed, Post, Stats
 from mrclab.agent.seg6 import tcp_ev
 from mrclab.agents import AgentClient, command
 from mrclab.fabric.net import Fabric
@@ -46,18 +47,18 @@ def agents(fabric, tmp_path):
 
 def move(clients: dict, src: int, dst: int, sizes: list[int], timeout: float) -> None:
     for msg, size in enumerate(sizes):
-        clients[src].request("post", conn=100 + src, peer=dst, msg=msg, size=size)
-    clients[src].wait(lambda ev: sum(e["event"] == "completed" for e in ev) == len(sizes), timeout)
-    clients[dst].wait(lambda ev: sum(e["event"] == "delivered" for e in ev) == len(sizes), timeout)
+        clients[src].request(Post, conn=100 + src, peer=dst, msg=msg, size=size)
+    clients[src].wait(lambda ev: sum(isinstance(e, Completed) for e in ev) == len(sizes), timeout)
+    clients[dst].wait(lambda ev: sum(isinstance(e, Delivered) for e in ev) == len(sizes), timeout)
 
 
 def check_verified(clients: dict, src: int, dst: int, total: int) -> dict:
-    delivered = [e for e in clients[dst].events if e["event"] == "delivered"]
-    assert all(e["verified"] and e["peer"] == src for e in delivered)
-    assert not [e for c in clients.values() for e in c.events if e["event"] == "failed"]
-    receiver = clients[dst].request("stats")["counters"]
+    delivered = [e for e in clients[dst].events if isinstance(e, Delivered)]
+    assert all(e.verified and e.peer == src for e in delivered)
+    assert not [e for c in clients.values() for e in c.events if isinstance(e, Failed)]
+    receiver = clients[dst].request(Stats).stats["counters"]
     assert receiver["bytes_verified"] == receiver["bytes_delivered"] == total
-    sender = clients[src].request("stats")
+    sender = clients[src].request(Stats).stats
     assert sender["counters"]["bytes_sent"] == total and sender["counters"]["messages_failed"] == 0
     return sender
 

@@ -13,7 +13,7 @@ import pytest
 from mrclab.cluster import tunnel
 from mrclab.cluster.placement import assign
 from mrclab.fabric.egress import CSUM_CARRIER, Egress
-from mrclab.fabric.layout import build
+from mrclab.layout import build
 from mrclab.netns import entered
 from mrclab.runstate import RunState
 from mrclab.spec import topology

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from mrclab.agent.messages import Completed, Delivered, Failed, NicChanged, Post, Stats
 from mrclab.agents import AgentClient, command
 from mrclab.fabric.net import Fabric
 from mrclab.spec import topology
@@ -60,15 +61,15 @@ def carrier(fabric, node: str, ifname: str) -> tuple[bool, bool]:
 
 
 def wait_nic(client: AgentClient, state: str, timeout: float = 5.0) -> float:
-    events = client.wait(lambda ev: any(e["event"] == "nic" and e["state"] == state for e in ev), timeout)
-    [event] = [e for e in events if e["event"] == "nic" and e["state"] == state]
-    assert event["plane"] == 0
-    return event["t"]
+    events = client.wait(lambda ev: any(isinstance(e, NicChanged) and e.state == state for e in ev), timeout)
+    [event] = [e for e in events if isinstance(e, NicChanged) and e.state == state]
+    assert event.plane == 0
+    return event.t
 
 
 def plane0_sends(client: AgentClient, peer: int) -> float:
     """The last time this agent put a DATA packet on a plane-0 path to `peer`."""
-    last = client.request("stats")["last_send"][str(peer)]
+    last = client.request(Stats).stats["last_send"][str(peer)]
     return max(t for ev, t in last.items() if PLAN.ev_path(int(ev))[0] == 0)
 
 
@@ -79,7 +80,7 @@ def test_a_pulled_host_cable_is_seen_at_once_and_avoided_by_both_ends(lab_agents
     fabric, clients = lab_agents
     for src, dst in ((NEAR, FAR), (FAR, NEAR)):
         for msg in range(16):
-            clients[src].request("post", conn=10 + src, peer=dst, msg=msg, size=4 * MIB)
+            clients[src].request(Post, conn=10 + src, peer=dst, msg=msg, size=4 * MIB)
     time.sleep(0.5)
     nic = fabric.nic("h0", 0)
     assert carrier(fabric, "h0", nic) == (True, True)
@@ -95,7 +96,7 @@ def test_a_pulled_host_cable_is_seen_at_once_and_avoided_by_both_ends(lab_agents
     assert carrier(fabric, "h0", nic) == (True, False)
     assert carrier(fabric, "p0l0", fabric.layout.ifname("p0l0", "h0")) == (True, False)
     assert 0 <= t_near - t_cut < 0.05  # netlink told the agent at once
-    assert not [e for e in clients[FAR].events if e["event"] == "nic"]  # the far host's NICs are fine
+    assert not [e for e in clients[FAR].events if isinstance(e, NicChanged)]  # the far host's NICs are fine
     time.sleep(FAR_END_S)
     far_stopped = link(fabric)["p0l0"]
     time.sleep(0.4)  # the transfer goes on over plane 1
@@ -113,10 +114,10 @@ def test_a_pulled_host_cable_is_seen_at_once_and_avoided_by_both_ends(lab_agents
     time.sleep(0.3)
     assert plane0_sends(clients[NEAR], FAR) > t_back and plane0_sends(clients[FAR], NEAR) > t_back  # both again
     for src, dst in ((NEAR, FAR), (FAR, NEAR)):
-        clients[src].wait(lambda ev: sum(e["event"] == "completed" for e in ev) == 16, 30)
-        events = clients[dst].wait(lambda ev: sum(e["event"] == "delivered" for e in ev) >= 16, 10)
-        delivered = [e for e in events if e["event"] == "delivered"]
-        assert len(delivered) == 16 and all(e["verified"] for e in delivered)
-    assert not [e for c in clients.values() for e in c.events if e["event"] == "failed"]
+        clients[src].wait(lambda ev: sum(isinstance(e, Completed) for e in ev) == 16, 30)
+        events = clients[dst].wait(lambda ev: sum(isinstance(e, Delivered) for e in ev) >= 16, 10)
+        delivered = [e for e in events if isinstance(e, Delivered)]
+        assert len(delivered) == 16 and all(e.verified for e in delivered)
+    assert not [e for c in clients.values() for e in c.events if isinstance(e, Failed)]
     print(json.dumps({"nic_seen_s": t_near - t_cut, "far_last_plane0_after_s": plane0_sends(clients[FAR], NEAR) -
                       t_near, "cut_drops": {end: c.cut_drops for end, c in later.items()}}))

@@ -1,4 +1,4 @@
-"""Agent pieces that need no root: control parsing, payloads, the MRC datapath over an in-memory wire."""
+"""Agent pieces that need no root: request handling, payloads, the MRC datapath over an in-memory wire."""
 from __future__ import annotations
 
 import json
@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from mrclab.addressing import HOST_BASE, Plan, conn_id, decode
+from mrclab.agent import messages
 from mrclab.agent.__main__ import BadArguments, parse_args
-from mrclab.agent.control import ProtocolError, parse_request
 from mrclab.agent.endpoint import configure
 from mrclab.agent.host import Agent
+from mrclab.agent.messages import Completed, Delivered, Done, EvChanged, Failed, Pong, Refused, Report
 from mrclab.agent.mrc import MrcDatapath
 from mrclab.agent.payload import POOL_BYTES, Payloads
 from mrclab.metrics.results import PACKET_KEYS, PATH_KEYS
@@ -27,33 +28,6 @@ REPO = Path(__file__).resolve().parents[2]
 PLAN = Plan(2, 2, 2, 2)
 STAT_COUNTERS = {"data_sent", "retransmitted", "trimmed", "timeouts", "nacks", "probes", "bytes_sent",
                  "bytes_delivered", "bytes_verified", "messages_sent", "messages_completed", "messages_failed"}
-
-
-# -- control protocol ------------------------------------------------------------------------------
-
-def test_parse_request_ops():
-    assert parse_request(b'{"id": 1, "op": "ping"}') == (1, "ping", {})
-    req = parse_request('{"id": "a", "op": "post", "conn": 3, "peer": 1, "msg": 7, "size": 1048576}')
-    assert req.op == "post" and req.args == {"conn": 3, "peer": 1, "msg": 7, "size": 1048576}
-    assert parse_request('{"id": null, "op": "quit"}').op == "quit"
-    assert parse_request('{"id": 2, "op": "warm", "conn": 3, "peer": 1}').args == {"conn": 3, "peer": 1}
-
-
-@pytest.mark.parametrize("line, fragment, request_id", [
-    (b"not json", "not JSON", None),
-    (b"[1, 2]", "JSON object", None),
-    (b'{"op": "ping"}', "no 'id'", None),
-    (b'{"id": 4, "op": "dance"}', "unknown op 'dance'", 4),
-    (b'{"id": 5, "op": "post", "conn": 1, "peer": 1, "msg": 1}', "'size'", 5),
-    (b'{"id": 6, "op": "post", "conn": 1, "peer": -1, "msg": 1, "size": 1}', "'peer'", 6),
-    (b'{"id": 7, "op": "post", "conn": 1, "peer": true, "msg": 1, "size": 1}', "'peer'", 7),
-    (b'{"id": 8, "op": "ping", "extra": 1}', "'extra'", 8),
-])
-def test_parse_request_rejects(line, fragment, request_id):
-    with pytest.raises(ProtocolError) as err:
-        parse_request(line)
-    assert fragment in str(err.value)
-    assert err.value.request_id == request_id
 
 
 # -- payloads --------------------------------------------------------------------------------------------
@@ -165,13 +139,13 @@ def test_mrc_datapath_moves_and_verifies_messages():
     for msg, size in sizes.items():
         dps[0].post(9, 3, msg, size)
     dps[3].post(9, 0, 50, 70000)  # the same connection, the other way
-    run_until(dps, lambda: sum(e["event"] == "completed" for e in events[0]) == 3
-              and any(e["event"] == "completed" for e in events[3]))
-    run_until(dps, lambda: sum(e["event"] == "delivered" for e in events[3]) == 3)
-    delivered = {e["msg"]: e for e in events[3] if e["event"] == "delivered"}
-    assert {m: (e["bytes"], e["verified"], e["peer"], e["conn"]) for m, e in delivered.items()} == \
+    run_until(dps, lambda: sum(isinstance(e, Completed) for e in events[0]) == 3
+              and any(isinstance(e, Completed) for e in events[3]))
+    run_until(dps, lambda: sum(isinstance(e, Delivered) for e in events[3]) == 3)
+    delivered = {e.msg: e for e in events[3] if isinstance(e, Delivered)}
+    assert {m: (e.bytes, e.verified, e.peer, e.conn) for m, e in delivered.items()} == \
         {m: (s, True, 0, 9) for m, s in sizes.items()}
-    assert not [e for e in events[0] + events[3] if e["event"] == "failed"]
+    assert not [e for e in events[0] + events[3] if isinstance(e, Failed)]
     stats = dps[0].stats()
     assert set(stats) == {"counters", "ev_states", "last_send", "ev_sent", "base_rtt_s", "rtt_hist", "marks",
                           "connections"}
@@ -204,14 +178,14 @@ def test_mrc_datapath_packets_fill_the_mtu():
     sizes = []
     wire.carry, carry = (lambda src, k, d, addr: (sizes.append(len(d)), carry(src, k, d, addr))), wire.carry
     dps[0].post(1, 3, 1, 100000)
-    run_until(dps, lambda: any(e["event"] == "completed" for e in events[0]))
+    run_until(dps, lambda: any(isinstance(e, Completed) for e in events[0]))
     assert max(sizes) == 1500 - IP_UDP_OVERHEAD == mss_for_mtu(1500) + DATA_HEADER_LEN
 
 
 def test_mrc_datapath_single_path_uses_one_path():
     wire, dps, events = make_pair(single_path=True)
     dps[0].post(4, 3, 1, 300000)
-    run_until(dps, lambda: any(e["event"] == "completed" for e in events[0]))
+    run_until(dps, lambda: any(isinstance(e, Completed) for e in events[0]))
     assert len({p for p in wire.paths if p[0] == 0}) == 1
     assert len(dps[0].stats()["last_send"]["3"]) == 1
 
@@ -228,10 +202,10 @@ def test_mrc_datapath_builds_each_qp_from_its_workloads_options():
         dps[host] = MrcDatapath(socks, None, PLAN, host, sprayed, Payloads(11), events[host].append,
                                 qp_configs=[(2, 3, pinned)])
     dps[0].post(conn_id(0, 3, 2), 3, 1, 300000)
-    run_until(dps, lambda: any(e["event"] == "completed" for e in events[0]))
+    run_until(dps, lambda: any(isinstance(e, Completed) for e in events[0]))
     assert len({p for p in wire.paths if p[0] == 0}) == 1
     dps[0].post(conn_id(0, 3, 1), 3, 2, 300000)
-    run_until(dps, lambda: sum(e["event"] == "completed" for e in events[0]) == 2)
+    run_until(dps, lambda: sum(isinstance(e, Completed) for e in events[0]) == 2)
     assert len({p for p in wire.paths if p[0] == 0}) > 2
 
 
@@ -240,21 +214,21 @@ def test_mrc_datapath_reports_ev_retirement_when_a_path_dies():
     wire, dps, events = make_pair({"reorder_window": 0.02, "rto_min": 0.1},
                                   drop=lambda plane, spine: (plane, spine) == (1, 0))
     dps[0].post(2, 3, 1, 2 << 20)
-    run_until(dps, lambda: any(e["event"] == "completed" for e in events[0]))
-    bad = [e for e in events[0] if e["event"] == "ev_state" and e["new"] == "ASSUMED_BAD"]
-    assert bad and all(PLAN.ev_path(e["ev"]) == (1, 0) for e in bad)
-    assert {"peer", "ev", "old", "new", "t", "conn"} <= set(bad[0])
+    run_until(dps, lambda: any(isinstance(e, Completed) for e in events[0]))
+    bad = [e for e in events[0] if isinstance(e, EvChanged) and e.new == "ASSUMED_BAD"]
+    assert bad and all(PLAN.ev_path(e.ev) == (1, 0) for e in bad)
+    assert (bad[0].conn, bad[0].peer) == (2, 3)
     assert dps[0].stats()["ev_states"]["ASSUMED_BAD"] >= 1
-    assert all(e["verified"] for e in events[3] if e["event"] == "delivered")
+    assert all(e.verified for e in events[3] if isinstance(e, Delivered))
 
 
 def test_mrc_datapath_flags_a_payload_mismatch():
     wire, dps, events = make_pair()
     dps[3]._payloads = Payloads(12)  # the receiver expects another seed's bytes
     dps[0].post(1, 3, 1, 5000)
-    run_until(dps, lambda: any(e["event"] == "delivered" for e in events[3]))
-    assert [e["verified"] for e in events[3] if e["event"] == "delivered"] == [False]
-    assert [e["reason"] for e in events[3] if e["event"] == "failed"] == ["payload_mismatch"]
+    run_until(dps, lambda: any(isinstance(e, Delivered) for e in events[3]))
+    assert [e.verified for e in events[3] if isinstance(e, Delivered)] == [False]
+    assert [e.reason for e in events[3] if isinstance(e, Failed)] == ["payload_mismatch"]
     counters = dps[3].stats()["counters"]
     assert counters["bytes_verified"] == 0 and counters["messages_failed"] == 1
 
@@ -290,7 +264,7 @@ def test_mrc_datapath_keeps_what_a_full_socket_refused():
         sock.refuse = 3
     dps[0].post(1, 3, 1, 1 << 20)
     deadline = time.monotonic() + 20
-    while not any(e["event"] == "completed" for e in events[0]):
+    while not any(isinstance(e, Completed) for e in events[0]):
         assert time.monotonic() < deadline
         for dp in dps.values():
             for sock in dp._sockets:
@@ -302,7 +276,7 @@ def test_mrc_datapath_keeps_what_a_full_socket_refused():
     for plane in range(PLAN.planes):  # per plane, first transmissions leave in PSN order
         psns = [int.from_bytes(p, "big") for k, p in order if k == plane]
         assert psns[:20] == sorted(psns[:20])
-    assert [e["verified"] for e in events[3] if e["event"] == "delivered"] == [True]
+    assert [e.verified for e in events[3] if isinstance(e, Delivered)] == [True]
 
 
 def test_mrc_datapath_warms_every_path_to_a_peer_before_any_data():
@@ -358,19 +332,21 @@ def test_agent_handles_requests():
     log, reactor = FakeLog(), FakeReactor()
     agent = Agent(0, reactor, log=log)
     agent.datapath = dps[0]
-    ping = agent.handle(b'{"id": 1, "op": "ping"}')
-    assert ping["ok"] and ping["host"] == 0 and ping["id"] == 1 and ping["pid"] > 0
-    assert agent.handle(b'{"id": 2, "op": "post", "conn": 1, "peer": 3, "msg": 1, "size": 10}') == {"id": 2, "ok": True}
-    bad = agent.handle(b'{"id": 3, "op": "post", "conn": 1, "peer": 9, "msg": 1, "size": 10}')
-    assert bad["id"] == 3 and not bad["ok"] and "peer 9" in bad["error"]
-    assert agent.handle(b"{") == {"id": None, "ok": False, "error": agent.handle(b"{")["error"]}
-    stats = agent.handle(b'{"id": 4, "op": "stats"}')
-    assert stats["ok"] and {"counters", "ev_states", "last_send", "base_rtt_s", "cpu_s"} <= set(stats)
-    assert set(stats["counters"]) >= STAT_COUNTERS
-    assert json.loads(json.dumps(stats)) == stats
-    assert agent.handle(b'{"id": 5, "op": "quit"}') == {"id": 5, "ok": True} and reactor.stop_reason == "quit"
-    assert [f.get("op") for k, f in log.records if k == "request"] == ["ping", "post", "post", None, None, "stats",
-                                                                      "quit"]
+    ping = agent.handle(b'{"type": "ping", "id": 1}')
+    assert isinstance(ping, Pong) and ping.host == 0 and ping.id == 1 and ping.pid > 0
+    assert agent.handle(b'{"type": "post", "id": 2, "conn": 1, "peer": 3, "msg": 1, "size": 10}') == Done(2)
+    bad = agent.handle(b'{"type": "post", "id": 3, "conn": 1, "peer": 9, "msg": 1, "size": 10}')
+    assert isinstance(bad, Refused) and bad.id == 3 and "peer 9" in bad.error
+    assert agent.handle(b"{") == Refused(None, agent.handle(b"{").error)
+    assert isinstance(agent.handle(b'{"type": "done", "id": 6}'), Refused)  # an answer is no request
+    stats = agent.handle(b'{"type": "stats", "id": 4}')
+    assert isinstance(stats, Report)
+    assert {"counters", "ev_states", "last_send", "base_rtt_s", "cpu_s"} <= set(stats.stats)
+    assert set(stats.stats["counters"]) >= STAT_COUNTERS
+    assert messages.decode(messages.encode(stats)) == stats
+    assert agent.handle(b'{"type": "quit", "id": 5}') == Done(5) and reactor.stop_reason == "quit"
+    assert [f.get("type") for k, f in log.records if k == "request"] == ["ping", "post", "post", None, None, None,
+                                                                        "stats", "quit"]
 
 
 # -- command line ------------------------------------------------------------------------------------------

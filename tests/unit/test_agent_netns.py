@@ -16,6 +16,7 @@ import pytest
 from mrclab.addressing import Plan
 from mrclab.agent import backtoback
 from mrclab.agent.backtoback import ip
+from mrclab.agent.messages import Completed, Delivered, Done, Failed, Ping, Post, Quit, Stats
 from mrclab.agents import AgentClient, AgentError, command
 from mrclab.runstate import RunState
 
@@ -63,13 +64,13 @@ def exchange(net, transport, sizes, options=None, timeout=30.0):
     a, b = HOSTS
     clients = {h: net.start(h, transport, options) for h in HOSTS}
     for h, c in clients.items():
-        assert c.request("ping")["host"] == h
+        assert c.request(Ping).host == h
     for h, peer in ((a, b), (b, a)):
         for msg, size in enumerate(sizes):
-            clients[h].request("post", conn=10 + h, peer=peer, msg=msg, size=size)
+            clients[h].request(Post, conn=10 + h, peer=peer, msg=msg, size=size)
     for c in clients.values():
-        c.wait(lambda ev: sum(e["event"] == "completed" for e in ev) == len(sizes)
-               and sum(e["event"] == "delivered" for e in ev) == len(sizes), timeout)
+        c.wait(lambda ev: sum(isinstance(e, Completed) for e in ev) == len(sizes)
+               and sum(isinstance(e, Delivered) for e in ev) == len(sizes), timeout)
     return clients
 
 
@@ -80,14 +81,14 @@ def test_two_agents_move_and_verify_messages(net, transport):
     a, b = HOSTS
     for h, peer in ((a, b), (b, a)):
         events = clients[h].events
-        delivered = [e for e in events if e["event"] == "delivered"]
-        assert sorted((e["msg"], e["bytes"]) for e in delivered) == list(enumerate(sizes))
-        assert all(e["verified"] and e["peer"] == peer and e["conn"] == 10 + peer for e in delivered)
-        assert not [e for e in events if e["event"] == "failed"]
-        completed = [e for e in events if e["event"] == "completed"]
-        assert all(e["peer"] == peer and e["conn"] == 10 + h for e in completed)
-        assert all(abs(e["t"] - time.monotonic()) < 60 for e in events)  # the shared monotonic clock
-        stats = clients[h].request("stats")
+        delivered = [e for e in events if isinstance(e, Delivered)]
+        assert sorted((e.msg, e.bytes) for e in delivered) == list(enumerate(sizes))
+        assert all(e.verified and e.peer == peer and e.conn == 10 + peer for e in delivered)
+        assert not [e for e in events if isinstance(e, Failed)]
+        completed = [e for e in events if isinstance(e, Completed)]
+        assert all(e.peer == peer and e.conn == 10 + h for e in completed)
+        assert all(abs(e.t - time.monotonic()) < 60 for e in events)  # the shared monotonic clock
+        stats = clients[h].request(Stats).stats
         counters = stats["counters"]
         assert counters["bytes_verified"] == counters["bytes_delivered"] == sum(sizes)
         assert counters["bytes_sent"] == sum(sizes) and counters["messages_completed"] == len(sizes)
@@ -103,7 +104,7 @@ def test_two_agents_move_and_verify_messages(net, transport):
         else:
             assert len(evs_used) == 1
     for h, c in clients.items():
-        assert c.request("quit")["ok"]
+        assert isinstance(c.request(Quit), Done)
         assert net.procs[h].wait(10) == 0
         log = net.log(h)
         assert log[0]["kind"] == "start" and log[-1] == {**log[-1], "kind": "exit", "status": 0}
@@ -113,7 +114,7 @@ def test_two_agents_move_and_verify_messages(net, transport):
 
 def test_agent_exits_when_the_runner_goes_away(net):
     client = net.start(HOSTS[0])
-    client.request("ping")
+    client.request(Ping)
     client.close()
     assert net.procs[HOSTS[0]].wait(10) == 0
     assert net.log(HOSTS[0])[-2]["reason"] == "runner closed the control connection"
@@ -122,7 +123,7 @@ def test_agent_exits_when_the_runner_goes_away(net):
 def test_agent_exits_on_sigterm_and_serves_one_runner(net):
     h = HOSTS[0]
     client = net.start(h)
-    client.request("ping")
+    client.request(Ping)
     path = str(net.tmp / f"h{h}.sock")
     assert oct(os.stat(path).st_mode & 0o777) == "0o600"
     with pytest.raises(AgentError):
@@ -136,10 +137,10 @@ def test_agent_exits_on_sigterm_and_serves_one_runner(net):
 def test_tcp_mode_installs_and_removes_its_routes(net):
     h = HOSTS[0]
     client = net.start(h, "tcp")
-    client.request("ping")
+    client.request(Ping)
     routes = ip("-n", net.ns[h], "-6", "route", "show")
     assert routes.count("encap seg6 mode inline") == PLAN.planes * (PLAN.hosts - 1)
-    client.request("quit")
+    client.request(Quit)
     assert net.procs[h].wait(10) == 0
     assert "seg6" not in ip("-n", net.ns[h], "-6", "route", "show")
 
@@ -147,7 +148,7 @@ def test_tcp_mode_installs_and_removes_its_routes(net):
 def test_unreachable_port_does_not_kill_the_sender(net):
     """A peer with no agent answers ICMP port unreachable; the agent counts it and keeps serving."""
     client = net.start(HOSTS[0], options={"max_retransmits": 3, "rto_min": 0.01, "rto_initial": 0.01, "rto_max": 0.02})
-    client.request("post", conn=1, peer=HOSTS[1], msg=1, size=50000)
-    client.wait(lambda ev: any(e["event"] == "failed" for e in ev), 15)
-    assert client.request("ping")["ok"]
-    assert client.request("stats")["counters"]["messages_failed"] == 1
+    client.request(Post, conn=1, peer=HOSTS[1], msg=1, size=50000)
+    client.wait(lambda ev: any(isinstance(e, Failed) for e in ev), 15)
+    assert client.request(Ping).host == HOSTS[0]
+    assert client.request(Stats).stats["counters"]["messages_failed"] == 1

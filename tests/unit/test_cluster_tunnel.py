@@ -5,7 +5,7 @@ import pytest
 
 from mrclab.cluster import tunnel
 from mrclab.cluster.placement import assign
-from mrclab.fabric.layout import build
+from mrclab.layout import build
 from mrclab.spec import topology
 
 TOPO = topology.load("clos-4p-4l-4s")

@@ -7,6 +7,7 @@ import time
 from mrclab.addressing import Plan, decode
 from mrclab.agent.__main__ import parse_args
 from mrclab.agent.endpoint import configure
+from mrclab.agent.messages import Completed, Delivered
 from mrclab.agent.mrc import ENTROPY_PORT_BASE, MrcDatapath
 from mrclab.agent.payload import Payloads
 from mrclab.transport import MRC_UDP_PORT
@@ -48,13 +49,13 @@ def test_evs_spray_over_planes_and_source_ports_to_host_addresses():
     dps = {h: _datapath(fabric, h, events[h]) for h in events}
     dps[0].post(conn_id=7, peer=3, msg=1, size=200_000)
     deadline = time.monotonic() + 10
-    while not any(e["event"] == "completed" for e in events[0]):
+    while not any(isinstance(e, Completed) for e in events[0]):
         assert time.monotonic() < deadline, "message did not complete"
         for dp in dps.values():
             for sock in dp._sockets:
                 dp.on_readable(sock)
             dp.tick(time.monotonic())
-    assert any(e["event"] == "delivered" and e["verified"] for e in events[3])
+    assert any(isinstance(e, Delivered) and e.verified for e in events[3])
     data = {(src, dst) for src, dst in fabric["sent"] if src[0] in {str(PLAN.host_address(k, 0)) for k in (0, 1)}}
     # every (plane, entropy) of host 0 was used, always towards host 3's own address and the MRC port
     assert {(decode(src[0])[0], src[1] - ENTROPY_PORT_BASE) for src, _ in data} == {(0, 0), (0, 1), (1, 0), (1, 1)}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+from mrclab import layout as layout_mod
 from mrclab.addressing import host_usid, usid_prefix
 from mrclab.controller.ecmp_flows import SLOTS_PER_SPINE, dead_links, entries_for, leaf_members, members, reprogram
 from mrclab.controller.flows import COOKIE_FORWARD, COOKIE_MISS, Flow
-from mrclab.fabric import layout as layout_mod
 from mrclab.spec.topology import from_mapping
 
 

@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+from mrclab import check
 from mrclab.fabric import egress
 from mrclab.runstate import RunState
 
@@ -44,8 +45,8 @@ def test_htb_plan_keeps_the_parent_at_rate_and_trimmed_first():
 
 
 def test_check_row_without_root_states_the_consequence(monkeypatch):
-    monkeypatch.setattr(egress.os, "geteuid", lambda: 1000)
-    row = egress.check_row()
+    monkeypatch.setattr(check.os, "geteuid", lambda: 1000)
+    row = check.ebpf()
     assert not row.ok and not row.required and row.name == "ebpf trimming"
     assert "tail drop" in row.detail and "blackhole" in row.detail
 

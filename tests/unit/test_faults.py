@@ -1,8 +1,8 @@
 """Fault timing and dead-cable accounting, with the fabric's I/O replaced by a log of calls."""
 import time
 
+from mrclab import layout as layout_mod
 from mrclab.fabric import faults as faults_mod
-from mrclab.fabric import layout as layout_mod
 from mrclab.spec import topology
 
 

@@ -9,8 +9,8 @@ from itertools import product
 import pytest
 
 from mrclab import addressing
+from mrclab import layout as layout_mod
 from mrclab.controller.flows import COOKIE_MISS, COOKIE_SHIFT, ETH_TYPE_IPV6, IN_PORT, PRIORITY_MISS, flows_for
-from mrclab.fabric import layout as layout_mod
 from mrclab.spec.topology import from_mapping
 
 TOPO = from_mapping({"name": "clos-2p-2l-2s", "planes": 2, "leaves": 2, "spines": 2, "hosts_per_leaf": 2}, "test")

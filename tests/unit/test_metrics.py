@@ -310,13 +310,13 @@ def test_nic_changes_are_recorded_with_their_host_and_time():
     from collections import deque
     from types import SimpleNamespace
 
+    from mrclab.agent.messages import NicChanged
     from mrclab.execution import Execution
     from mrclab.spec import scenario as scenario_mod
 
     execution = Execution(scenario_mod.load("smoke"), fabric=None, agents=SimpleNamespace(events=deque([
-        {"event": "nic", "plane": 1, "state": "down", "t": 12.25, "host": "h3"},
-        {"event": "nic", "of": 3, "plane": 1, "state": "down", "t": 12.5, "host": "h0"},
-        {"event": "nic", "plane": 1, "state": "up", "t": 12.75, "host": "h3"}])))
+        ("h3", NicChanged(1, "down", 12.25)), ("h0", NicChanged(1, "down", 12.5, of=3)),
+        ("h3", NicChanged(1, "up", 12.75))])))
     execution.outcome.t0 = 10.0
     execution._drain_events()
     rows = [asdict(c) for c in execution.outcome.nic_changes]

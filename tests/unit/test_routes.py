@@ -9,9 +9,9 @@ import struct
 from itertools import product
 
 from mrclab import addressing
+from mrclab import layout as layout_mod
 from mrclab.controller import kernel
 from mrclab.controller.routes import END, Route, ecmp_routes, reroute, static_routes
-from mrclab.fabric import layout as layout_mod
 from mrclab.spec.scenario import DATAPATHS
 from mrclab.spec.topology import from_mapping
 

@@ -5,10 +5,14 @@ Adding one is a module with a :class:`CongestionControl` subclass, built from th
 """
 from __future__ import annotations
 
-from ..config import TransportConfig
+from typing import TYPE_CHECKING
+
 from .base import CongestionControl
 from .dcqcn import Dcqcn
 from .nscc import Nscc
+
+if TYPE_CHECKING:  # a type only: config imports this package to check cc_algorithm
+    from ..config import TransportConfig
 
 CONGESTION_CONTROLS: dict[str, type[CongestionControl]] = {
     "nscc": Nscc,

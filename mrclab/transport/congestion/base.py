@@ -2,8 +2,12 @@
 signals (trim NACKs, ECN echoes)."""
 from __future__ import annotations
 
-from ..config import TransportConfig
+from typing import TYPE_CHECKING
+
 from ..rtt import RttEstimator
+
+if TYPE_CHECKING:  # a type only: config imports this package to check cc_algorithm
+    from ..config import TransportConfig
 
 
 class CongestionControl:

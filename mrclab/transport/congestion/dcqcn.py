@@ -10,9 +10,13 @@ what is outstanding by its send queue, not by a window.
 """
 from __future__ import annotations
 
-from ..config import TransportConfig
+from typing import TYPE_CHECKING
+
 from ..rtt import RttEstimator
 from .base import CongestionControl
+
+if TYPE_CHECKING:  # a type only: config imports this package to check cc_algorithm
+    from ..config import TransportConfig
 
 FAST_RECOVERY = 5
 MIN_RATE = 0.01  # of the line rate: a rate never reaches 0

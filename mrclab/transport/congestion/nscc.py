@@ -23,9 +23,13 @@ a queue building, and a 5-to-1 incast then trims most of its packets (514 of 772
 """
 from __future__ import annotations
 
-from ..config import TransportConfig
+from typing import TYPE_CHECKING
+
 from ..rtt import RttEstimator
 from .base import CongestionControl
+
+if TYPE_CHECKING:  # a type only: config imports this package to check cc_algorithm
+    from ..config import TransportConfig
 
 
 class Nscc(CongestionControl):

@@ -13,7 +13,7 @@ datapath), two: one per direction, each sending on the port's own interface and 
 the peer's receive interface (``<port>r``). Cutting such a cable downs the two receive
 interfaces, which hold no routes, so the sending ends only lose carrier and keep their
 routes, as a router's ports do when a fibre is pulled (an administratively downed interface
-loses its routes in Linux). A host cable is patched instead, on both datapaths (see `cables`).
+loses its routes in Linux). A host cable is patched instead, on both datapaths (see `fabric.cables`).
 
 Port numbers are fixed: a leaf's hosts on ports 1..hosts_per_leaf (in host order), then
 its spines; a spine's leaves on ports 1..leaves.
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..spec.topology import Topology, node_parts
+from .spec.topology import Topology, node_parts
 
 IFNAMSIZ = 15
 GROUP_BASE = 0x6D000000  # "m" and 24 bits of run id: no other software uses these device groups
