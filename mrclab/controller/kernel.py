@@ -107,7 +107,7 @@ class KernelController:
         self.delay = convergence_delay
         self.doc: dict[str, Any] = {
             "app": app, "datapath": "linux", "pid": os.getpid(),
-            "switches": {name: {"programmed": False, "routes": 0} for name in layout.switches},
+            "switches": {name: {"programmed": False, "routes": 0} for name in netns},
             "flow_mods_boot": 0, "flow_mods_after_boot": 0, "route_changes": [], "monitor_overruns": 0}
         if self.ecmp:
             self.doc.update(convergence_delay_s=self.delay, reconvergences=[])
@@ -127,7 +127,7 @@ class KernelController:
         return ecmp_routes(self.layout, switch, self.applied) if self.ecmp else static_routes(switch, switch.anchor)
 
     def install(self) -> None:
-        tables = {name: self.boot_routes(name) for name in self.layout.switches}
+        tables = {name: self.boot_routes(name) for name in self.netns}
         ip_batches({self.netns[name]: [route.to_ip() for route in routes] for name, routes in tables.items()},
                    family="-6")
         for name, routes in tables.items():

@@ -43,6 +43,7 @@ class Controller:
         """`datapath` "ovs": an os-ken app on an OpenFlow port of 127.0.0.1; "linux": the kernel route
         controller, reaching each router through `netns` (switch -> pid of a process in its namespace)."""
         self.state, self.layout, self.app = state, layout, app
+        self.switches = set(netns) if netns is not None else set(layout.switches)  # the ones it programs
         directory.mkdir(parents=True, exist_ok=True)
         self.layout_path = directory / "layout.json"
         self.stats_path = directory / "controller-stats.json"
@@ -82,8 +83,8 @@ class Controller:
         return stats.read(self.stats_path)
 
     def wait_programmed(self, timeout: float = 30.0) -> None:
-        """Until every switch has answered the barrier after its boot flows."""
-        wanted = set(self.layout.switches)
+        """Until every switch it programs has answered the barrier after its boot flows."""
+        wanted = self.switches
         self._wait(lambda doc: stats.programmed(doc) >= wanted, timeout, "program every switch")
 
     def _wait(self, done, timeout: float, what: str) -> None:
@@ -96,7 +97,7 @@ class Controller:
                 raise MrclabError(f"controller exited with code {self.process.returncode} before it could {what} "
                                   f"(log: {self.log_path}): {self._log_tail()}")
             if time.monotonic() > deadline:
-                missing = sorted(set(self.layout.switches) - stats.programmed(doc))
+                missing = sorted(self.switches - stats.programmed(doc))
                 raise MrclabError(f"controller did not {what} within {timeout:.0f}s; waiting for "
                                   f"{', '.join(missing[:8]) or 'its first stats'} (log: {self.log_path})")
             time.sleep(0.02)

@@ -40,7 +40,7 @@ class HostCables:
     def __init__(self, fabric) -> None:
         self.fabric = fabric
         self.layout: Layout = fabric.layout
-        self.links = [link for link in fabric.topology.links if link.kind == "host"]
+        self.links = [link for link in fabric.topology.links if link.kind == "host" and link.a in fabric.nodes]
         self.node: Host | None = None
 
     def make(self) -> None:

@@ -46,7 +46,7 @@ DATAPATHS = {
     "linux": Datapath("linux", "Linux SRv6 routers (kernel seg6local End, next-csid), one namespace each",
                       LinuxRouters,
                       lambda f: LinuxFaults(f.topology, f.layout, f.egress, _host_pids(f), f.cables,
-                                            f.switches.netns_pids()),
+                                            f.switches.netns_pids(), nodes=f.nodes),
                       split_cables=True, csum=CSUM_FINAL, controller_first=False),
 }
 CHOICES = ("auto", *DATAPATHS)

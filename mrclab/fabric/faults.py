@@ -30,9 +30,12 @@ class Faults:
     A datapath's subclass cuts and mends cables (`link_down`, `link_up`, `switch_down`, `switch_up`) and
     says which of a port's lost packets were the fault's and which the emulator's (`_lost`)."""
 
-    def __init__(self, topology: Topology, layout: Layout, egress, host_pids: dict[str, int], cables) -> None:
+    def __init__(self, topology: Topology, layout: Layout, egress, host_pids: dict[str, int], cables, *,
+                 nodes: frozenset[str] | None = None) -> None:
         self.topology, self.layout, self.egress, self.host_pids = topology, layout, egress, host_pids
         self.cables = cables  # cables.HostCables
+        # the nodes whose ends this process works (one server's, in a lab over several; else every node)
+        self.nodes = nodes if nodes is not None else frozenset((*topology.host_names, *topology.switch_names))
         self._emulator_before: dict[str, int] = {}
 
     def start_counting(self) -> None:
@@ -44,7 +47,7 @@ class Faults:
     def _ports(self) -> dict[str, tuple[Link, str, str]]:
         """Every link's two sending ports: interface -> (link, its node, the peer it sends to)."""
         return {self.layout.ifname(node, peer): (link, node, peer) for link in self.topology.links
-                for node, peer in ((link.a, link.b), (link.b, link.a))}
+                for node, peer in ((link.a, link.b), (link.b, link.a)) if node in self.nodes}
 
     def _link(self, name: str) -> Link:
         return self.topology.link(name)
@@ -75,7 +78,8 @@ class Faults:
 
     def _ends(self, link: Link) -> list[tuple[str, str]]:
         """(node, its interface) for both ends of a link."""
-        return [(node, self.layout.ifname(node, peer)) for node, peer in ((link.a, link.b), (link.b, link.a))]
+        return [(node, self.layout.ifname(node, peer)) for node, peer in ((link.a, link.b), (link.b, link.a))
+                if node in self.nodes]
 
     def loss(self, link: str, p: float) -> None:
         for _, ifname in self._ends(self._link(link)):
@@ -129,13 +133,12 @@ class Faults:
         """Seconds a packet waited per port on average, in the emulated links' own queues: (data and other
         bulk packets, behind the bytes ahead of them; high-priority packets, behind the frame being sent)."""
         waited = bulk = ctl_waited = ctl = 0
-        for link in self.topology.links:
-            for node, peer in ((link.a, link.b), (link.b, link.a)):
-                c = self.egress.counters(self.layout.ifname(node, peer))
-                waited += c.queued_ns
-                bulk += c.tx_packets - c.ctl_packets - c.trims
-                ctl_waited += c.ctl_queued_ns
-                ctl += c.ctl_packets
+        for ifname in self._ports():
+            c = self.egress.counters(ifname)
+            waited += c.queued_ns
+            bulk += c.tx_packets - c.ctl_packets - c.trims
+            ctl_waited += c.ctl_queued_ns
+            ctl += c.ctl_packets
         return _mean(waited, bulk), _mean(ctl_waited, ctl)
 
 
@@ -230,8 +233,8 @@ class LinuxFaults(Faults):
     the kernel itself fails to send (a veth whose peer's backlog is full) is the emulator's."""
 
     def __init__(self, topology: Topology, layout: Layout, egress, host_pids: dict[str, int], cables,
-                 switch_pids: dict[str, int]) -> None:
-        super().__init__(topology, layout, egress, host_pids, cables)
+                 switch_pids: dict[str, int], *, nodes: frozenset[str] | None = None) -> None:
+        super().__init__(topology, layout, egress, host_pids, cables, nodes=nodes)
         self.switch_pids = switch_pids
 
     def _set_cables(self, links: list[Link], state: str) -> float:
@@ -243,6 +246,8 @@ class LinuxFaults(Faults):
         for link in links:
             if link.kind == "fabric":
                 for node, peer in ((link.a, link.b), (link.b, link.a)):
+                    if node not in self.nodes:
+                        continue
                     port = self.layout.port(node, peer)
                     batches.setdefault(self.switch_pids[node], []).append(f"link set dev {port.receive_ifname} {state}")
                     senders.append(port.ifname)

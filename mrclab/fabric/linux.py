@@ -26,6 +26,7 @@ import subprocess
 from mininet.node import Host
 
 from ..addressing import leaf_usid, spine_usid, usid_prefix
+from ..cluster import tunnel
 from ..layout import GATEWAY_IP, SwitchLayout
 from .hostconf import QUIET_IPV6, batch_script
 from .shells import check_outputs, in_parallel
@@ -65,17 +66,23 @@ def namespace_script(ecmp: bool, seed: int) -> str:
 
 def cable_lines(fabric, pids: dict[str, int]) -> list[str]:
     """`ip -batch` lines (root namespace) that make every veth inside its namespaces, MACs included (host cables:
-    see `cables`)."""
+    see `cables`); on one server of several, its own cables and a VXLAN end for each direction of a cable that
+    leaves it (see `cluster.tunnel`)."""
     lay, lines = fabric.layout, fabric.cables.lines(pids)
     for link in fabric.topology.links:
-        if link.kind == "fabric":
+        if link.kind == "fabric" and link.a in fabric.nodes and link.b in fabric.nodes:
             for node, peer in ((link.a, link.b), (link.b, link.a)):
                 port = lay.port(node, peer)
                 lines.append(f"link add name {port.ifname} address {port.mac} netns {pids[node]} type veth "
                              f"peer name {port.peer_ifname} address {port.peer_mac} netns {pids[peer]}")
-    for name, switch in lay.switches.items():
-        lines.append(f"link add name {switch.anchor} netns {pids[name]} type veth peer name {switch.anchor}b "
-                     f"netns {pids[name]}")
+    for name in pids:
+        anchor = lay.switches[name].anchor
+        lines.append(f"link add name {anchor} netns {pids[name]} type veth peer name {anchor}b netns {pids[name]}")
+    share = fabric.share
+    if share is not None:
+        ends = tunnel.ends(lay, share.server_of, share.server)
+        lines += tunnel.link_lines(ends, pids=pids, underlays=share.underlays, server=share.server,
+                                   mtu=fabric.topology.mtu, port=share.port)
     return lines
 
 
@@ -105,6 +112,8 @@ class LinuxRouters:
 
     def make(self) -> None:
         for name, switch in self.fabric.layout.switches.items():
+            if name not in self.fabric.nodes:
+                continue
             node = Host(switch.bridge, inNamespace=True)
             self.nodes[name] = node
             self.fabric.state.add_process(node.pid, f"router {name}")
@@ -119,8 +128,9 @@ class LinuxRouters:
 
     def configure(self) -> None:
         mtu = self.fabric.topology.mtu
-        check_outputs(in_parallel({self.nodes[name]: batch_script(port_lines(switch, mtu)) + " && echo ok"
-                                   for name, switch in self.fabric.layout.switches.items()}))
+        switches = self.fabric.layout.switches
+        check_outputs(in_parallel({node: batch_script(port_lines(switches[name], mtu)) + " && echo ok"
+                                   for name, node in self.nodes.items()}))
 
     def start(self) -> None:
         """The routers forward from birth; the controller (started by the fabric) installs their routes."""

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 from mininet.node import Host
 
 from .. import layout as layout_mod
+from ..cluster.share import Share
 from ..controller.process import Controller
 from ..errors import Terminated, UsageError
 from ..routing import DEFAULT as ROUTING_DEFAULT
@@ -65,16 +66,20 @@ class Fabric:
     def __init__(self, topology: Topology, state: RunState | None = None, directory: Path | None = None,
                  routing: str = ROUTING_DEFAULT, convergence_delay: float = 2.0,
                  egress_factory: Callable[[RunState], Egress] = default_egress, *, datapath: str = "auto",
-                 seed: int = 1) -> None:
+                 seed: int = 1, share: Share | None = None) -> None:
         if routing not in ROUTINGS:
             raise UsageError(f"routing {routing!r} is not available (available: {', '.join(ROUTINGS)})")
         self.topology = topology
+        self.share = share  # one server's part of a lab over several (None: the whole fabric, here)
+        self.nodes = share.nodes() if share is not None else frozenset((*topology.host_names, *topology.switch_names))
+        self.datapath, why = datapath_mod.choose(datapath)
+        if share is not None:  # before anything exists
+            _check_share(topology, share, self.datapath.split_cables, ROUTINGS[routing].source_routed)
         self.owns_state = state is None
         self.state = state or RunState.create(f"fabric {topology.name}")
         # controller log, layout and stats: the run's results directory, else the run's private one (removed at
         # teardown)
         self.directory = directory or self.state.private_dir()
-        self.datapath, why = datapath_mod.choose(datapath)
         self.layout = layout_mod.build(topology, self.state.prefix, split_cables=self.datapath.split_cables)
         self.egress_factory, self.routing = egress_factory, ROUTINGS[routing]
         self.convergence_delay = convergence_delay  # how long ecmp-reconverge waits before reprogramming
@@ -116,7 +121,7 @@ class Fabric:
         self.switches.cable()
         self.switches.configure()
         check_outputs(in_parallel({self.hosts[name]: hostconf.nic_script(host, self.topology.mtu)
-                                   for name, host in self.layout.hosts.items()}))
+                                   for name, host in self.layout.hosts.items() if name in self.hosts}))
         if self.controller is None:
             self.controller = self._controller()
         self.switches.start()
@@ -131,6 +136,8 @@ class Fabric:
 
     def _make_hosts(self) -> None:
         for name, host in self.layout.hosts.items():
+            if name not in self.nodes:
+                continue
             node = Host(host.node, inNamespace=True)
             self.hosts[name] = node
             self.state.add_process(node.pid, f"host {name}")
@@ -148,6 +155,8 @@ class Fabric:
         for link in t.links:
             rate = t.link_rate_bps(link)
             for node, peer in ((link.a, link.b), (link.b, link.a)):
+                if node not in self.nodes:
+                    continue
                 ifname = self.layout.ifname(node, peer)
                 if node in self.hosts:
                     egress.attach(ifname, rate, max(queue, HOST_NIC_QUEUE), mtu, trim=False,
@@ -240,3 +249,20 @@ class Fabric:
 def _terminate(signum, _frame) -> None:
     """SIGTERM/SIGHUP while a fabric exists unwinds like Ctrl-C, so every teardown runs."""
     raise Terminated(signal.Signals(signum).name)
+
+
+def _check_share(topology: Topology, share: Share, split_cables: bool, source_routed: bool) -> None:
+    """What a fabric spread over servers needs: every cable between two servers one of switches, each of its
+    directions on its own interface (the linux datapath), and routes that never change (each server's
+    controller sees only its own links)."""
+    if not split_cables:
+        raise UsageError("a lab over several servers needs the linux datapath (a cable between servers is a "
+                         "VXLAN tunnel per direction)")
+    if not source_routed:
+        raise UsageError("a lab over several servers routes statically (static-srv6): a reconverging control "
+                         "plane would need every server's link states")
+    crossing = [link.name for link in topology.links
+                if link.kind == "host" and share.server_of[link.a] != share.server_of[link.b]]
+    if crossing:
+        raise UsageError(f"host cable {crossing[0]} would run between two servers: place each host with its "
+                         "leaves (placement: pods)")

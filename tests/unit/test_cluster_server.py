@@ -1,0 +1,56 @@
+"""One server's share of a cluster lab: its messages are checked on decode, and a share that cannot be built
+over servers is refused before anything exists."""
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from mrclab.cluster import server
+from mrclab.cluster.placement import assign
+from mrclab.cluster.share import Share
+from mrclab.cluster.tunnel import Underlay
+from mrclab.errors import UsageError
+from mrclab.fabric.net import Fabric
+from mrclab.spec import topology
+
+TOPO = topology.load("clos-2p-2l-2s")
+
+
+def test_every_message_survives_a_round_trip():
+    for message in (server.Build("clos-2p-2l-2s", 1, {"h0": 0}, {"0": ["fdcc::1", "u0"]}, port=4790, seed=3),
+                    server.Built({"h0": 10}, {"p0l0": 11}, "abc"), server.Stop(), server.Failed("why")):
+        assert server.decode(server.encode(message)) == message
+
+
+@pytest.mark.parametrize("line, why", [("{", "not JSON"), ('{"type": "Boot"}', "unknown message"),
+                                       ('["Stop"]', "unknown message"),
+                                       ('{"type": "Stop", "now": 1}', "unknown fields"),
+                                       ('{"type": "Built", "hosts": {}}', "Built:")])
+def test_a_malformed_line_names_what_is_wrong(line, why):
+    with pytest.raises(ValueError, match=why):
+        server.decode(line)
+
+
+def test_a_server_answers_failed_and_builds_nothing_when_the_first_line_is_not_a_build():
+    out = io.StringIO()
+    assert server.serve(io.StringIO(server.encode(server.Stop())), out) == 1
+    answer = server.decode(out.getvalue())
+    assert isinstance(answer, server.Failed) and "expected Build" in answer.error
+
+
+def share(placement="pods") -> Share:
+    where = assign(TOPO, ["a", "b"], placement, source="test").server_of()
+    return Share(0, where, {0: Underlay("fdcc::1", "u0"), 1: Underlay("fdcc::2", "u1")})
+
+
+@pytest.mark.parametrize("kwargs, why", [({"datapath": "ovs"}, "needs the linux datapath"),
+                                         ({"routing": "ecmp-reconverge", "datapath": "linux"}, "routes statically")])
+def test_a_share_the_servers_cannot_hold_is_refused_before_anything_exists(kwargs, why):
+    with pytest.raises(UsageError, match=why):
+        Fabric(TOPO, share=share(), **kwargs)
+
+
+def test_a_host_cable_between_servers_is_refused():
+    with pytest.raises(UsageError, match="host cable .* between two servers"):
+        Fabric(TOPO, share=share("planes"), datapath="linux")
