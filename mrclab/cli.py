@@ -535,14 +535,27 @@ def compare(run_dirs: tuple[str, ...], plot_file: str, as_json: bool) -> None:
 @click.argument("file")
 @click.option("--datapath", type=click.Choice(DATAPATHS), default="auto", show_default=True,
               help="The switches: OVS bridges, Linux SRv6 routers, or what this machine runs best.")
+@click.option("--servers", default=None, metavar="LIST",
+              help="Build it over these servers: local (this machine, first) and [user@]host[:port], comma-separated.")
+@click.option("--placement", type=click.Choice(list(PLACEMENTS)), default=PLACEMENT_DEFAULT, show_default=True,
+              help="With --servers: what each server runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def topo_verify(file: str, datapath: str, as_json: bool) -> None:
+def topo_verify(file: str, datapath: str, servers: str | None, placement: str, as_json: bool) -> None:
     """Build the fabric, probe every (src, dst, plane, spine) path, check each arrives through its spine, tear down."""
-    from .fabric.verify import verify_topology
-
     t = topology_mod.load(file)
-    require_environment()
-    doc = verify_topology(t, datapath=datapath)
+    if servers is not None:
+        from .cluster.servers import verify_topology as verify_over
+
+        if datapath == "ovs":
+            raise UsageError("--servers: a lab over several servers runs the linux datapath")
+        names = [s.strip() for s in servers.split(",")]
+        require_environment()
+        doc = verify_over(t, names, placement=placement)
+    else:
+        from .fabric.verify import verify_topology
+
+        require_environment()
+        doc = verify_topology(t, datapath=datapath)
     if as_json:
         emit_json(doc)
     else:
@@ -564,6 +577,14 @@ def topo_verify(file: str, datapath: str, as_json: bool) -> None:
             out.print(f"... and {len(doc['failed']) - 20} more (--json lists them all)")
     if not doc["ok"]:
         raise ExpectationFailed(f"{doc['paths'] - doc['ok_paths']} of {doc['paths']} paths failed verification")
+
+
+@cli.command("cluster-server", hidden=True)
+def cluster_server() -> None:
+    """One server's share of a lab over several, spoken to on stdin and stdout (see mrclab.cluster.server)."""
+    from .cluster.server import serve
+
+    sys.exit(serve())
 
 
 @cli.group()

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from mrclab.netns import entered
 from tests.conftest import REPO
 
 SSHD = Path("/usr/sbin/sshd")
@@ -29,16 +30,18 @@ def keygen(path: Path) -> str:
 
 
 class Sshd:
-    def __init__(self, root: Path, sftp: bool = True):
-        self.root, self.port = root, free_port()
+    """`address` and `netns`: listen on that address inside that named network namespace (a test's "server")."""
+
+    def __init__(self, root: Path, sftp: bool = True, *, address: str = "127.0.0.1", netns: str | None = None):
+        self.root, self.port, self.address = root, free_port(), address
         host_pub = keygen(root / "host")
         keygen(root / "client")
         keygen(root / "stranger")
         (root / "authorized_keys").write_text((root / "client.pub").read_text())
         self.known_hosts = root / "known_hosts"
-        self.known_hosts.write_text(f"[127.0.0.1]:{self.port} {' '.join(host_pub.split()[:2])}\n")
+        self.known_hosts.write_text(f"[{address}]:{self.port} {' '.join(host_pub.split()[:2])}\n")
         (root / "sshd_config").write_text("\n".join([
-            f"Port {self.port}", "ListenAddress 127.0.0.1", f"HostKey {root}/host", f"PidFile {root}/sshd.pid",
+            f"Port {self.port}", f"ListenAddress {address}", f"HostKey {root}/host", f"PidFile {root}/sshd.pid",
             f"AuthorizedKeysFile {root}/authorized_keys", "PubkeyAuthentication yes", "PasswordAuthentication no",
             "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password", "AllowUsers root", "UsePAM no",
             "StrictModes no", *(["Subsystem sftp internal-sftp"] if sftp else []), "MaxStartups 64",
@@ -46,13 +49,18 @@ class Sshd:
         self.made_privsep = not Path("/run/sshd").exists()
         if self.made_privsep:
             os.mkdir("/run/sshd", 0o755)
-        self.proc = subprocess.Popen([str(SSHD), "-D", "-E", str(root / "sshd.log"), "-f", str(root / "sshd_config")],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        enter = ["nsenter", f"--net=/run/netns/{netns}"] if netns else []
+        self.proc = subprocess.Popen([*enter, str(SSHD), "-D", "-E", str(root / "sshd.log"), "-f",
+                                      str(root / "sshd_config")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while True:
             assert self.proc.poll() is None, (root / "sshd.log").read_text()
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                if netns:
+                    with entered(self.proc.pid):
+                        socket.create_connection((address, self.port), timeout=1).close()
+                else:
+                    socket.create_connection((address, self.port), timeout=1).close()
                 break
             except OSError:
                 assert time.monotonic() < deadline, "sshd did not start listening"
@@ -60,7 +68,8 @@ class Sshd:
 
     @property
     def target(self) -> str:
-        return f"root@127.0.0.1:{self.port}"
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"root@{host}:{self.port}"
 
     def stop(self) -> None:
         self.proc.terminate()

@@ -8,19 +8,32 @@ Every line is one message, declared once here and checked on both ends (`decode`
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from ..errors import MrclabError
 from ..spec import topology as topology_mod
+from . import tunnel
 from .share import Share
-from .tunnel import VXLAN_PORT, Underlay
+from .tunnel import VXLAN_PORT
+
+
+@dataclass(frozen=True)
+class Hello:
+    peer: str  # an address of another server: the underlay is where the route to it leaves
+
+
+@dataclass(frozen=True)
+class Underlay:
+    address: str
+    device: str
 
 
 @dataclass(frozen=True)
 class Build:
-    topology: str                 # a shipped topology's name or a file path, as `--set topology=` takes
+    topology: dict[str, Any]      # the runner's topology (`Topology.to_dict`): no file needs to be there
     server: int
     server_of: dict[str, int]
     underlays: dict[str, list[str]]  # server index (as text: JSON keys) -> [address, interface]
@@ -28,7 +41,7 @@ class Build:
     seed: int = 1
 
     def share(self) -> Share:
-        return Share(self.server, self.server_of, {int(i): Underlay(*u) for i, u in self.underlays.items()},
+        return Share(self.server, self.server_of, {int(i): tunnel.Underlay(*u) for i, u in self.underlays.items()},
                      self.port)
 
 
@@ -37,6 +50,38 @@ class Built:
     hosts: dict[str, int]     # host name -> a PID in its namespace
     switches: dict[str, int]  # switch name -> a PID in its namespace
     run_id: str
+
+
+@dataclass(frozen=True)
+class Probe:
+    probes: list[list]  # [src, dst, plane, spine, address] from this server's hosts (`verify.LocalProbes.send`)
+
+
+@dataclass(frozen=True)
+class Sent:
+    pass
+
+
+@dataclass(frozen=True)
+class Receive:
+    spine: int
+    wanted: int
+    timeout: float
+
+
+@dataclass(frozen=True)
+class Arrived:
+    paths: list[list[int]]  # [src, dst, plane] of every probe of that batch that reached this server's hosts
+
+
+@dataclass(frozen=True)
+class Count:
+    spines: list[str]
+
+
+@dataclass(frozen=True)
+class Counted:
+    counts: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -49,15 +94,19 @@ class Failed:
     error: str
 
 
-MESSAGES = {cls.__name__: cls for cls in (Build, Built, Stop, Failed)}
+Message = Hello | Underlay | Build | Built | Probe | Sent | Receive | Arrived | Count | Counted | Stop | Failed
+MESSAGES: dict[str, type] = {cls.__name__: cls for cls in (Hello, Underlay, Build, Built, Probe, Sent, Receive,
+                                                             Arrived, Count, Counted, Stop, Failed)}
 
 
-def encode(message: Build | Built | Stop | Failed) -> str:
+def encode(message: Message) -> str:
     return json.dumps({"type": type(message).__name__, **asdict(message)}) + "\n"
 
 
 def decode(line: str) -> Any:
     """A message from one line; ValueError naming what is wrong."""
+    if not line:
+        raise ValueError("the other end closed the channel")
     try:
         doc = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -74,24 +123,57 @@ def decode(line: str) -> Any:
         raise ValueError(f"{cls.__name__}: {exc}") from None
 
 
+def underlay_towards(peer: str) -> Underlay:
+    """This machine's address and interface on the route to `peer` (the kernel's own choice)."""
+    out = subprocess.run(["ip", "-j", "route", "get", peer], capture_output=True, text=True, check=False)
+    try:
+        route = json.loads(out.stdout)[0]
+        return Underlay(route["prefsrc"], route["dev"])
+    except (ValueError, LookupError, TypeError):
+        raise ValueError(f"no route to {peer} here: {out.stderr.strip() or out.stdout.strip()}") from None
+
+
 def serve(stdin=sys.stdin, stdout=sys.stdout) -> int:
+    """Answer one runner until `Stop` or EOF: `Hello`s, then one `Build`, then probes and counts."""
     from ..fabric.net import Fabric  # Mininet and the fabric only where a share is built
+    from ..fabric.verify import LocalProbes
+
+    def say(message: Message) -> None:
+        stdout.write(encode(message))
+        stdout.flush()
 
     try:
-        build = decode(stdin.readline())
-        if not isinstance(build, Build):
-            raise ValueError(f"expected Build, got {type(build).__name__}")
-        topology = topology_mod.load(build.topology)
-        with Fabric(topology, datapath="linux", seed=build.seed, share=build.share()) as fabric:
-            stdout.write(encode(Built({n: h.pid for n, h in fabric.hosts.items()}, fabric.switches.netns_pids(),
-                                      fabric.state.run_id)))
-            stdout.flush()
-            for line in stdin:
-                if isinstance(decode(line), Stop):
-                    break
+        request = decode(stdin.readline())
+        while isinstance(request, Hello):
+            say(underlay_towards(request.peer))
+            request = decode(stdin.readline())
+        if not isinstance(request, Build):
+            raise ValueError(f"expected Build, got {type(request).__name__}")
+        topology = topology_mod.from_mapping(request.topology, "the runner's topology")
+        with Fabric(topology, datapath="linux", seed=request.seed, share=request.share()) as fabric:
+            hosts = {n: h.pid for n, h in fabric.hosts.items()}
+            probes = LocalProbes(topology, {topology.host_index(n): pid for n, pid in hosts.items()},
+                                 fabric.switches.spine_counts)
+            try:
+                say(Built(hosts, fabric.switches.netns_pids(), fabric.state.run_id))
+                for line in stdin:
+                    request = decode(line)
+                    if isinstance(request, Stop):
+                        break
+                    if isinstance(request, Probe):
+                        probes.send([(p[0], p[1], p[2], p[3], p[4]) for p in request.probes])
+                        say(Sent())
+                    elif isinstance(request, Receive):
+                        arrived = probes.receive(request.spine, request.wanted, request.timeout)
+                        say(Arrived([list(p) for p in sorted(arrived)]))
+                    elif isinstance(request, Count):
+                        say(Counted(probes.counts(request.spines)))
+                    else:
+                        raise ValueError(f"unexpected {type(request).__name__}")
+            finally:
+                probes.close()
     except (MrclabError, ValueError, OSError, RuntimeError) as exc:
-        stdout.write(encode(Failed(f"{type(exc).__name__}: {exc}")))
-        stdout.flush()
+        say(Failed(f"{type(exc).__name__}: {exc}"))
         return 1
     return 0
 

@@ -1,8 +1,9 @@
 """Prove that every (src, dst, plane, spine) path of a built fabric delivers, through the spine it names.
 
-One process does it all: it opens a UDP socket inside every host's network namespace
-(``setns`` on the calling thread, then straight back), so no helper process starts per
-host. Probes go out in one batch per spine index: batch i sends, from every host to
+One process per machine does it: it opens a UDP socket inside every host's network namespace
+(``setns`` on the calling thread, then straight back), so no helper process starts per host
+(`LocalProbes`; a lab over several servers has one such side on each, see `cluster.server`).
+Probes go out in one batch per spine index: batch i sends, from every host to
 every other host on every plane, a datagram to ``plan.path_address(src, dst, plane, i)``.
 A path passes when (a) its probe arrived at dst, addressed to dst's own address on that
 plane (the receiver reads the destination from IPV6_PKTINFO), and (b) during its batch
@@ -55,45 +56,85 @@ def _host_sockets(pid: int) -> tuple[socket.socket, socket.socket]:
     return sender, receiver
 
 
+class LocalProbes:
+    """The probing side of the hosts and spines this process holds: a sender and a receiver socket in each
+    host's namespace, and the spines' own-uSID counters. A fabric built here is one side; on a lab over several
+    servers, each server's share is one (`cluster.server`)."""
+
+    def __init__(self, topology, host_pids: dict[int, int], spine_counts) -> None:
+        plan = topology.plan
+        self.hosts = frozenset(host_pids)
+        self._spine_counts = spine_counts  # list of spine names -> {name: packets its End route shifted}
+        self._own = {(k, n): ipaddress.IPv6Address(plan.host_address(k, n)) for k in range(topology.planes)
+                     for n in host_pids}
+        self._sockets: dict[int, tuple[socket.socket, socket.socket]] = {}
+        try:
+            for n, pid in host_pids.items():
+                self._sockets[n] = _host_sockets(pid)
+        except BaseException:
+            self.close()
+            raise
+
+    def send(self, probes: list[tuple[int, int, int, int, str]]) -> None:
+        """(src, dst, plane, spine, address) from each src this side holds."""
+        for src, dst, k, i, address in probes:
+            with contextlib.suppress(OSError):  # e.g. the NIC is down: the path fails, the others go on
+                self._sockets[src][0].sendto(f"{src} {dst} {k} {i}".encode(), (address, PORT))
+
+    def receive(self, spine: int, wanted: int, timeout: float) -> set[tuple[int, int, int]]:
+        return _receive(self._sockets, self._own, spine, wanted, timeout)
+
+    def counts(self, spines: list[str]) -> dict[str, int]:
+        return self._spine_counts(spines) if spines else {}
+
+    def close(self) -> None:
+        for sender, receiver in self._sockets.values():
+            sender.close()
+            receiver.close()
+
+
 def verify_paths(fabric, timeout: float = 1.0) -> list[PathResult]:
     """Probe every path of a built `Fabric`; `timeout` is how long a batch waits for missing probes."""
     t = fabric.topology
+    side = LocalProbes(t, {n: fabric.host(f"h{n}").pid for n in range(t.hosts)}, fabric.switches.spine_counts)
+    try:
+        return verify(t, {side: list(t.spine_names)}, timeout)
+    finally:
+        side.close()
+
+
+def verify(topology, sides: dict, timeout: float = 1.0) -> list[PathResult]:
+    """Probe every path through the probing `sides` (each: `hosts`, `send`, `receive`, `counts`; mapped to the
+    spines whose counters it reads), one batch per spine index: every host sends a probe to every other host on
+    every plane through spine i, each side collects what reached its hosts, and the spines' counters say which
+    spine each plane's probes crossed."""
+    t = topology
     plan = t.plan
     spines = list(t.spine_names)
-    sockets = {n: _host_sockets(fabric.host(f"h{n}").pid) for n in range(t.hosts)}
-    own_address = {(k, n): ipaddress.IPv6Address(plan.host_address(k, n)) for k in range(t.planes)
-                   for n in range(t.hosts)}
+
+    def counted() -> dict[str, int]:
+        return {name: n for side, names in sides.items() for name, n in side.counts(names).items()}
+
     results = []
-    try:
-        before = fabric.switches.spine_counts(spines)
-        for i in range(t.spines):
-            expected = {}
-            for src in range(t.hosts):
-                for dst in range(t.hosts):
-                    if src == dst:
-                        continue
-                    for k in range(t.planes):
-                        address = plan.path_address(src, dst, k, i)
-                        expected[(src, dst, k)] = str(address)
-                        # e.g. the NIC is down: the path fails, the others go on
-                        with contextlib.suppress(OSError):
-                            sockets[src][0].sendto(f"{src} {dst} {k} {i}".encode(), (str(address), PORT))
-            arrived = _receive(sockets, own_address, i, len(expected), timeout)
-            after = fabric.switches.spine_counts(spines)
-            counted = {name: after[name] - before[name] for name in spines}
-            before = after
-            for k in range(t.planes):
-                sent_k = sum(1 for key in expected if key[2] == k)
-                arrived_k = sum(1 for key in arrived if key[2] == k)
-                others_quiet = all(counted[f"p{k}s{s}"] == 0 for s in range(t.spines) if s != i)
-                through = others_quiet and arrived_k <= counted[f"p{k}s{i}"] <= sent_k
-                results += [PathResult(f"h{src}", f"h{dst}", k, f"p{k}s{i}", address, (src, dst, k) in arrived,
-                                       through)
-                            for (src, dst, kk), address in expected.items() if kk == k]
-    finally:
-        for sender, receiver in sockets.values():
-            sender.close()
-            receiver.close()
+    before = counted()
+    for i in range(t.spines):
+        expected = {(src, dst, k): str(plan.path_address(src, dst, k, i)) for src in range(t.hosts)
+                    for dst in range(t.hosts) if src != dst for k in range(t.planes)}
+        for side in sides:
+            side.send([(src, dst, k, i, a) for (src, dst, k), a in expected.items() if src in side.hosts])
+        arrived: set[tuple[int, int, int]] = set()
+        for side in sides:
+            arrived |= side.receive(i, sum(1 for key in expected if key[1] in side.hosts), timeout)
+        after = counted()
+        counts = {name: after[name] - before[name] for name in spines}
+        before = after
+        for k in range(t.planes):
+            sent_k = sum(1 for key in expected if key[2] == k)
+            arrived_k = sum(1 for key in arrived if key[2] == k)
+            others_quiet = all(counts[f"p{k}s{s}"] == 0 for s in range(t.spines) if s != i)
+            through = others_quiet and arrived_k <= counts[f"p{k}s{i}"] <= sent_k
+            results += [PathResult(f"h{src}", f"h{dst}", k, f"p{k}s{i}", address, (src, dst, k) in arrived, through)
+                        for (src, dst, kk), address in expected.items() if kk == k]
     return results
 
 
