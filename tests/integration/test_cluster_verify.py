@@ -1,0 +1,54 @@
+"""`mrclab topo verify --servers local,root@[fdcc::2]:PORT`, for real: the runner runs in server 0's namespace
+("local", this machine), server 1 is another namespace whose own sshd listens on its underlay address only; the
+runner reaches it over SSH (known host, key only), starts its share there with `mrclab cluster-server`, and every
+path of the fabric, crossing ones included, is proven from both servers' hosts. Nothing is left on either."""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from mrclab.spec import topology
+from tests.cluster_servers import NamespaceServers
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("lab")]
+
+TOPO = topology.load("clos-2p-2l-2s")
+
+
+def test_topo_verify_over_two_servers_reached_by_ssh(tmp_path, leftovers):
+    servers = NamespaceServers(TOPO.mtu)
+    try:
+        sshd = servers.sshd(1, tmp_path / "sshd")
+        home = tmp_path / "home"
+        (home / ".ssh").mkdir(parents=True)
+        (home / ".ssh" / "known_hosts").write_text(sshd.known_hosts.read_text())
+        (home / ".ssh" / "id_ed25519").write_bytes((sshd.root / "client").read_bytes())
+        (home / ".ssh" / "id_ed25519").chmod(0o600)
+        env = {k: v for k, v in os.environ.items() if k not in ("SSH_AUTH_SOCK", "MRCLAB_TARGET")}
+        env.update(HOME=str(home), MRCLAB_REMOTE_DIR=str(sshd.root / "remote"), MRCLAB_REMOTE_COMMAND=shlex.join(
+            ["env", f"MRCLAB_STATE_DIR={sshd.root}/state", sys.executable, "-m", "mrclab"]))
+        argv = [*servers.enter(0), sys.executable, "-m", "mrclab", "topo", "verify", TOPO.name, "--servers",
+                f"local,{sshd.target}", "--json"]
+        stranger = {**env, "HOME": str(tmp_path / "stranger")}  # server 1's host key is unknown there
+        refused = subprocess.run(argv, cwd=REPO, env=stranger, capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 3 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert sshd.target in refused.stderr and "Traceback" not in refused.stderr
+        done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        doc = json.loads(done.stdout)
+        assert doc["ok"] and doc["paths"] == doc["ok_paths"] == TOPO.hosts * (TOPO.hosts - 1) * TOPO.planes * \
+            TOPO.spines
+        assert [s["server"] for s in doc["servers"]] == ["local", sshd.target]
+        assert all(s["hosts"] and s["switches"] for s in doc["servers"])
+        assert "2 servers" in doc["datapath_detail"]
+        for s in doc["servers"]:
+            assert leftovers(f"m{s['run_id']}") == []
+    finally:
+        servers.close()
+    assert leftovers(servers.state.prefix, servers.state.processes) == []
