@@ -29,6 +29,7 @@ class Hello:
 class Underlay:
     address: str
     device: str
+    mtu: int  # the device's: what a tunnelled frame may take on the first hop
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,9 @@ def underlay_towards(peer: str) -> Underlay:
     out = subprocess.run(["ip", "-j", "route", "get", peer], capture_output=True, text=True, check=False)
     try:
         route = json.loads(out.stdout)[0]
-        return Underlay(route["prefsrc"], route["dev"])
+        device = route["dev"]
+        link = subprocess.run(["ip", "-j", "link", "show", "dev", device], capture_output=True, text=True, check=False)
+        return Underlay(route["prefsrc"], device, int(json.loads(link.stdout)[0]["mtu"]))
     except (ValueError, LookupError, TypeError):
         raise ValueError(f"no route to {peer} here: {out.stderr.strip() or out.stdout.strip()}") from None
 

@@ -8,6 +8,7 @@ another server), has every server build its share at once, and gives one probing
 """
 from __future__ import annotations
 
+import ipaddress
 import shlex
 import socket
 import subprocess
@@ -20,7 +21,7 @@ from ..errors import EnvironmentNotReady, UsageError
 from ..spec.topology import Topology
 from . import server as msg
 from .placement import assign
-from .tunnel import VXLAN_PORT
+from .tunnel import VXLAN_PORT, underlay_mtu
 
 LOCAL = "local"  # this machine, as a server (first in the list, if at all)
 ANSWER_TIMEOUT_S = 300.0  # a share of hundreds of nodes takes a while to build
@@ -151,8 +152,7 @@ class Cluster:
         try:
             for spec in self.servers:
                 self.channels.append(open_local() if spec == LOCAL else open_remote(spec))
-            first = self.channels[0].ask(msg.Hello(_address_of(self.servers[1])), msg.Underlay)
-            underlays = [first] + [ch.ask(msg.Hello(first.address), msg.Underlay) for ch in self.channels[1:]]
+            underlays = self.underlays()
             table = {str(i): [u.address, u.device] for i, u in enumerate(underlays)}
             for i, ch in enumerate(self.channels):  # every server builds at once
                 ch.tell(msg.Build(self.topology.to_dict(), i, self.server_of, table, self.port, self.seed))
@@ -164,6 +164,20 @@ class Cluster:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def underlays(self) -> list[msg.Underlay]:
+        """Each server's address and interface towards the others (the first server's route to the second, every
+        other's to the first), checked to carry the fabric's frames inside VXLAN."""
+        first = self.channels[0].ask(msg.Hello(_address_of(self.servers[1])), msg.Underlay)
+        underlays = [first] + [ch.ask(msg.Hello(first.address), msg.Underlay) for ch in self.channels[1:]]
+        for spec, u in zip(self.servers, underlays, strict=True):
+            need = underlay_mtu(self.topology.mtu, ipaddress.ip_address(u.address).version)
+            if u.mtu < need:
+                raise EnvironmentNotReady(
+                    f"server {spec}: its underlay {u.device} ({u.address}) has MTU {u.mtu}; the fabric's "
+                    f"{self.topology.mtu}-byte frames inside VXLAN need {need} (there: ip link set {u.device} mtu "
+                    f"{need}, and the same on the switches between the servers)")
+        return underlays
 
     def close(self) -> None:
         for ch in self.channels:

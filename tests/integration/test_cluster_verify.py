@@ -1,7 +1,8 @@
 """`mrclab topo verify --servers local,root@[fdcc::2]:PORT`, for real: the runner runs in server 0's namespace
 ("local", this machine), server 1 is another namespace whose own sshd listens on its underlay address only; the
 runner reaches it over SSH (known host, key only), starts its share there with `mrclab cluster-server`, and every
-path of the fabric, crossing ones included, is proven from both servers' hosts. Nothing is left on either."""
+path of the fabric, crossing ones included, is proven from both servers' hosts. An unknown host key and an
+underlay too small for the fabric's frames inside VXLAN are each one line (exit 3). Nothing is left on either."""
 from __future__ import annotations
 
 import json
@@ -12,8 +13,9 @@ import sys
 
 import pytest
 
+from mrclab.cluster.tunnel import underlay_mtu
 from mrclab.spec import topology
-from tests.cluster_servers import NamespaceServers
+from tests.cluster_servers import NamespaceServers, sh
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("lab")]
@@ -39,6 +41,12 @@ def test_topo_verify_over_two_servers_reached_by_ssh(tmp_path, leftovers):
         refused = subprocess.run(argv, cwd=REPO, env=stranger, capture_output=True, text=True, timeout=120)
         assert refused.returncode == 3 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
         assert sshd.target in refused.stderr and "Traceback" not in refused.stderr
+        u = servers.underlays[1]
+        sh("ip", "-n", servers.names[1], "link", "set", u.device, "mtu", "1500")  # too small for 9000 in VXLAN
+        small = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        assert small.returncode == 3 and len(small.stderr.strip().splitlines()) == 1, small.stderr
+        assert "has MTU 1500" in small.stderr and f"mtu {underlay_mtu(TOPO.mtu, 6)}" in small.stderr
+        sh("ip", "-n", servers.names[1], "link", "set", u.device, "mtu", str(underlay_mtu(TOPO.mtu, 6)))
         done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
         assert done.returncode == 0, done.stderr[-2000:]
         doc = json.loads(done.stdout)
