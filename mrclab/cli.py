@@ -58,10 +58,19 @@ def cli() -> None:
 
 
 @cli.command()
+@click.option("--servers", default=None, metavar="LIST",
+              help="Also each server of a lab over several (local first, then [user@]host[:port], comma-separated): "
+                   "reachable, the same mrclab, and an underlay that carries the fabric's frames inside VXLAN.")
+@click.option("--topology", "topology_ref", default="clos-4p-4l-4s", show_default=True,
+              help="With --servers: the fabric whose frames the underlay must carry.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def check(as_json: bool) -> None:
+def check(servers: str | None, topology_ref: str, as_json: bool) -> None:
     """Environment doctor: one row per requirement, ok or missing, and the fix."""
     rows = check_mod.rows()
+    if servers is not None:
+        from .cluster.servers import check_rows
+
+        rows += check_rows([s.strip() for s in servers.split(",")], topology_mod.load(topology_ref))
     failed = check_mod.first_failure(rows)
     if as_json:
         emit_json({"ok": failed is None, "rows": [r.to_dict() for r in rows]})

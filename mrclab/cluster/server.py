@@ -30,6 +30,7 @@ class Underlay:
     address: str
     device: str
     mtu: int  # the device's: what a tunnelled frame may take on the first hop
+    vxlan: bool  # this kernel makes VXLAN devices
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,12 @@ def decode(line: str) -> Any:
         raise ValueError(f"{cls.__name__}: {exc}") from None
 
 
+def vxlan_works() -> bool:
+    """Whether a VXLAN device can be made, tried in a namespace of its own that leaves nothing behind."""
+    probe = ["unshare", "--net", "ip", "link", "add", "vxprobe", "type", "vxlan", "id", "1", "dstport", "4789"]
+    return subprocess.run(probe, capture_output=True, check=False).returncode == 0
+
+
 def underlay_towards(peer: str) -> Underlay:
     """This machine's address and interface on the route to `peer` (the kernel's own choice)."""
     out = subprocess.run(["ip", "-j", "route", "get", peer], capture_output=True, text=True, check=False)
@@ -131,7 +138,7 @@ def underlay_towards(peer: str) -> Underlay:
         route = json.loads(out.stdout)[0]
         device = route["dev"]
         link = subprocess.run(["ip", "-j", "link", "show", "dev", device], capture_output=True, text=True, check=False)
-        return Underlay(route["prefsrc"], device, int(json.loads(link.stdout)[0]["mtu"]))
+        return Underlay(route["prefsrc"], device, int(json.loads(link.stdout)[0]["mtu"]), vxlan_works())
     except (ValueError, LookupError, TypeError):
         raise ValueError(f"no route to {peer} here: {out.stderr.strip() or out.stdout.strip()}") from None
 

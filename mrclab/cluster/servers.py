@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from .. import lifeline
+from ..check import Row
 from ..errors import EnvironmentNotReady, UsageError
 from ..spec.topology import Topology
 from . import server as msg
@@ -111,6 +112,44 @@ def _address_of(spec: str) -> str:
         raise EnvironmentNotReady(f"server {spec}: cannot resolve {host!r} ({exc})") from None
 
 
+def underlay_problem(u: msg.Underlay, mtu: int) -> str | None:
+    """What keeps a server's underlay from carrying the fabric's `mtu`-byte frames in VXLAN, with the fix."""
+    if not u.vxlan:
+        return "its kernel makes no VXLAN device (there: modprobe vxlan)"
+    need = underlay_mtu(mtu, ipaddress.ip_address(u.address).version)
+    if u.mtu < need:
+        return (f"its underlay {u.device} ({u.address}) has MTU {u.mtu}; the fabric's {mtu}-byte frames inside "
+                f"VXLAN need {need} (there: ip link set {u.device} mtu {need}, and the same on the switches between "
+                "the servers)")
+    return None
+
+
+def check_rows(servers: list[str], topology: Topology) -> list[Row]:
+    """`mrclab check --servers`: per server, whether it answers (SSH, this mrclab, its own check passing) and
+    whether its underlay carries `topology`'s frames to the others inside VXLAN."""
+    rows = []
+    cluster = Cluster(topology, servers)
+    try:
+        for spec in servers:
+            try:
+                cluster.channels.append(open_local() if spec == LOCAL else open_remote(spec))
+            except EnvironmentNotReady as exc:
+                rows.append(Row(f"server {spec}", False, str(exc).removeprefix(f"target {spec}: "),
+                                f"mrclab remote setup {spec}" if spec != LOCAL else ""))
+                continue
+            rows.append(Row(f"server {spec}", True, "answers: " + ("this machine" if spec == LOCAL else
+                                                                    "SSH, the same mrclab, its mrclab check passes")))
+        if len(cluster.channels) == len(servers):
+            for spec, u in zip(servers, cluster.underlays_unchecked(), strict=True):
+                problem = underlay_problem(u, topology.mtu)
+                rows.append(Row(f"server {spec} underlay", problem is None, problem or
+                                f"{u.device} {u.address}, MTU {u.mtu}: carries {topology.name}'s "
+                                f"{topology.mtu}-byte frames inside VXLAN"))
+    finally:
+        cluster.close()
+    return rows
+
+
 @dataclass(eq=False)
 class RemoteProbes:
     """A server's share as one probing side of `verify.verify`."""
@@ -165,18 +204,18 @@ class Cluster:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def underlays_unchecked(self) -> list[msg.Underlay]:
+        first = self.channels[0].ask(msg.Hello(_address_of(self.servers[1])), msg.Underlay)
+        return [first] + [ch.ask(msg.Hello(first.address), msg.Underlay) for ch in self.channels[1:]]
+
     def underlays(self) -> list[msg.Underlay]:
         """Each server's address and interface towards the others (the first server's route to the second, every
         other's to the first), checked to carry the fabric's frames inside VXLAN."""
-        first = self.channels[0].ask(msg.Hello(_address_of(self.servers[1])), msg.Underlay)
-        underlays = [first] + [ch.ask(msg.Hello(first.address), msg.Underlay) for ch in self.channels[1:]]
+        underlays = self.underlays_unchecked()
         for spec, u in zip(self.servers, underlays, strict=True):
-            need = underlay_mtu(self.topology.mtu, ipaddress.ip_address(u.address).version)
-            if u.mtu < need:
-                raise EnvironmentNotReady(
-                    f"server {spec}: its underlay {u.device} ({u.address}) has MTU {u.mtu}; the fabric's "
-                    f"{self.topology.mtu}-byte frames inside VXLAN need {need} (there: ip link set {u.device} mtu "
-                    f"{need}, and the same on the switches between the servers)")
+            problem = underlay_problem(u, self.topology.mtu)
+            if problem:
+                raise EnvironmentNotReady(f"server {spec}: {problem}")
         return underlays
 
     def close(self) -> None:

@@ -2,7 +2,8 @@
 ("local", this machine), server 1 is another namespace whose own sshd listens on its underlay address only; the
 runner reaches it over SSH (known host, key only), starts its share there with `mrclab cluster-server`, and every
 path of the fabric, crossing ones included, is proven from both servers' hosts. An unknown host key and an
-underlay too small for the fabric's frames inside VXLAN are each one line (exit 3). Nothing is left on either."""
+underlay too small for the fabric's frames inside VXLAN are each one line (exit 3), and `mrclab check --servers`
+names the underlay that is too small. Nothing is left on either."""
 from __future__ import annotations
 
 import json
@@ -21,6 +22,16 @@ from tests.conftest import REPO
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("lab")]
 
 TOPO = topology.load("clos-2p-2l-2s")
+
+
+def check(servers: NamespaceServers, env: dict, target: str) -> dict[str, bool]:
+    """`mrclab check --servers` from server 0: its server rows, by name."""
+    done = subprocess.run([*servers.enter(0), sys.executable, "-m", "mrclab", "check", "--servers",
+                           f"local,{target}", "--topology", TOPO.name, "--json"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    rows = {r["name"]: r["ok"] for r in json.loads(done.stdout)["rows"] if r["name"].startswith("server ")}
+    assert done.returncode == (0 if all(rows.values()) else 3), done.stderr
+    return rows
 
 
 def test_topo_verify_over_two_servers_reached_by_ssh(tmp_path, leftovers):
@@ -46,7 +57,11 @@ def test_topo_verify_over_two_servers_reached_by_ssh(tmp_path, leftovers):
         small = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
         assert small.returncode == 3 and len(small.stderr.strip().splitlines()) == 1, small.stderr
         assert "has MTU 1500" in small.stderr and f"mtu {underlay_mtu(TOPO.mtu, 6)}" in small.stderr
+        assert check(servers, env, sshd.target) == {"server local": True, f"server {sshd.target}": True,
+                                                    "server local underlay": True,
+                                                    f"server {sshd.target} underlay": False}
         sh("ip", "-n", servers.names[1], "link", "set", u.device, "mtu", str(underlay_mtu(TOPO.mtu, 6)))
+        assert all(check(servers, env, sshd.target).values())
         done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
         assert done.returncode == 0, done.stderr[-2000:]
         doc = json.loads(done.stdout)
