@@ -20,30 +20,15 @@ type (a request's integers must fit 32 bits) raises `ProtocolError` naming it.
 """
 from __future__ import annotations
 
-import dataclasses
-import json
-import types
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Generic, TypeVar, Union, cast, get_args, get_origin, get_type_hints
+from typing import ClassVar, Generic, TypeVar, cast
 
-U32 = Annotated[int, "0..0xFFFFFFFF"]  # a request's connection, peer, message and size
-RequestId = int | str | None
-MAX_U32 = 0xFFFFFFFF
+from ..protocol import U32, Codec, Message, RequestId
+from ..protocol import ProtocolError as ProtocolError
+from ..protocol import to_dict as to_dict
+
 A = TypeVar("A", bound="Answer")
-
-
-class ProtocolError(ValueError):
-    """A line that is not a message; ``request_id`` is its ``id`` when it named one (its refusal echoes it)."""
-
-    def __init__(self, message: str, request_id: Any = None) -> None:
-        super().__init__(message)
-        self.request_id = request_id
-
-
-@dataclass(frozen=True)
-class Message:
-    TYPE: ClassVar[str]
 
 
 # -- answers (agent -> runner) -----------------------------------------------------------------------------
@@ -187,13 +172,11 @@ class NicChanged(Event):
 
 Emit = Callable[[Event], None]  # where a datapath's events go: the agent's channel, or the simulated run's queue
 
-TYPES: dict[str, type[Message]] = {cls.TYPE: cls for cls in (Ping, Post, Warm, Stats, Quit, Pong, Done, Warmed,
-                                                              Report, Refused, Delivered, Completed, Failed,
-                                                              EvChanged, NicChanged)}
-_FIELDS = {name: {f.name: get_type_hints(cls, include_extras=True)[f.name] for f in dataclasses.fields(cls)}
-           for name, cls in TYPES.items()}
-_DEFAULTS = {name: {f.name for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
-             for name, cls in TYPES.items()}
+CODEC = Codec(Ping, Post, Warm, Stats, Quit, Pong, Done, Warmed, Report, Refused, Delivered, Completed, Failed,
+              EvChanged, NicChanged)
+TYPES = CODEC.types
+encode = CODEC.encode
+decode = CODEC.decode
 
 
 def answer_to(request: type[Request[A]], answer: Answer) -> A:
@@ -202,59 +185,3 @@ def answer_to(request: type[Request[A]], answer: Answer) -> A:
         raise ProtocolError(f"{request.TYPE!r} answered by {answer.TYPE!r}", answer.id)
     return cast(A, answer)
 
-
-def to_dict(message: Message) -> dict[str, Any]:
-    """The message as its line's JSON object."""
-    return {"type": message.TYPE, **{f.name: getattr(message, f.name) for f in dataclasses.fields(message)}}
-
-
-def encode(message: Message) -> bytes:
-    return json.dumps(to_dict(message), separators=(",", ":")).encode() + b"\n"
-
-
-def decode(line: bytes | bytearray | str) -> Message:
-    """One line -> its message; anything else raises ProtocolError naming what is wrong."""
-    try:
-        obj = json.loads(line)
-    except ValueError as err:
-        raise ProtocolError(f"message is not JSON: {err}") from None
-    if not isinstance(obj, dict):
-        raise ProtocolError(f"message must be a JSON object, got {type(obj).__name__}")
-    request_id = obj.get("id") if _accepts(RequestId, obj.get("id")) else None
-    kind = obj.get("type")
-    if kind not in TYPES:
-        raise ProtocolError(f"unknown message type {kind!r}; allowed: {', '.join(TYPES)}", request_id)
-    hints = _FIELDS[kind]
-    unknown = sorted(set(obj) - {"type", *hints})
-    if unknown:
-        raise ProtocolError(f"{kind!r} takes no {', '.join(map(repr, unknown))}", request_id)
-    values = {}
-    for name, hint in hints.items():
-        if name not in obj:
-            if name in _DEFAULTS[kind]:
-                continue
-            raise ProtocolError(f"{kind!r} has no {name!r}", request_id)
-        value = obj[name]
-        if not _accepts(hint, value):
-            raise ProtocolError(f"{kind!r} needs {name!r} as {_describe(hint)}, got {value!r}", request_id)
-        values[name] = float(value) if hint is float else value
-    return TYPES[kind](**values)
-
-
-def _accepts(hint: Any, value: Any) -> bool:
-    if get_origin(hint) is Annotated:
-        return type(value) is int and 0 <= value <= MAX_U32
-    if get_origin(hint) in (Union, types.UnionType):
-        return any(_accepts(h, value) for h in get_args(hint))
-    if hint is float:
-        return type(value) in (int, float)
-    return type(value) is hint  # what json.loads makes is exactly int, str, bool, dict, list or None
-
-
-def _describe(hint: Any) -> str:
-    if get_origin(hint) is Annotated:
-        return f"an integer in 0..{MAX_U32}"
-    if get_origin(hint) in (Union, types.UnionType):
-        return " or ".join(_describe(h) for h in get_args(hint))
-    return {int: "an integer", float: "a number", str: "a string", bool: "true or false", dict: "an object",
-            type(None): "null"}[hint]

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MrclabError
+from ..protocol import Codec, Message, ProtocolError
 from ..spec import topology as topology_mod
 from . import tunnel
 from .share import Share
@@ -21,12 +22,14 @@ from .tunnel import VXLAN_PORT
 
 
 @dataclass(frozen=True)
-class Hello:
+class Hello(Message):
+    TYPE = "hello"
     peer: str  # an address of another server: the underlay is where the route to it leaves
 
 
 @dataclass(frozen=True)
-class Underlay:
+class Underlay(Message):
+    TYPE = "underlay"
     address: str
     device: str
     mtu: int  # the device's: what a tunnelled frame may take on the first hop
@@ -34,7 +37,8 @@ class Underlay:
 
 
 @dataclass(frozen=True)
-class Build:
+class Build(Message):
+    TYPE = "build"
     topology: dict[str, Any]      # the runner's topology (`Topology.to_dict`): no file needs to be there
     server: int
     server_of: dict[str, int]
@@ -48,81 +52,74 @@ class Build:
 
 
 @dataclass(frozen=True)
-class Built:
+class Built(Message):
+    TYPE = "built"
     hosts: dict[str, int]     # host name -> a PID in its namespace
     switches: dict[str, int]  # switch name -> a PID in its namespace
     run_id: str
 
 
 @dataclass(frozen=True)
-class Probe:
-    probes: list[list]  # [src, dst, plane, spine, address] from this server's hosts (`verify.LocalProbes.send`)
+class Probe(Message):
+    TYPE = "probe"
+    probes: list[list[Any]]  # [src, dst, plane, spine, address] from this server's hosts (`verify.LocalProbes`)
 
 
 @dataclass(frozen=True)
-class Sent:
-    pass
+class Sent(Message):
+    TYPE = "sent"
 
 
 @dataclass(frozen=True)
-class Receive:
+class Receive(Message):
+    TYPE = "receive"
     spine: int
     wanted: int
     timeout: float
 
 
 @dataclass(frozen=True)
-class Arrived:
+class Arrived(Message):
+    TYPE = "arrived"
     paths: list[list[int]]  # [src, dst, plane] of every probe of that batch that reached this server's hosts
 
 
 @dataclass(frozen=True)
-class Count:
+class Count(Message):
+    TYPE = "count"
     spines: list[str]
 
 
 @dataclass(frozen=True)
-class Counted:
+class Counted(Message):
+    TYPE = "counted"
     counts: dict[str, int]
 
 
 @dataclass(frozen=True)
-class Stop:
-    pass
+class Stop(Message):
+    TYPE = "stop"
 
 
 @dataclass(frozen=True)
-class Failed:
+class Failed(Message):
+    TYPE = "failed"
     error: str
 
 
-Message = Hello | Underlay | Build | Built | Probe | Sent | Receive | Arrived | Count | Counted | Stop | Failed
-MESSAGES: dict[str, type] = {cls.__name__: cls for cls in (Hello, Underlay, Build, Built, Probe, Sent, Receive,
-                                                             Arrived, Count, Counted, Stop, Failed)}
+CODEC = Codec(Hello, Underlay, Build, Built, Probe, Sent, Receive, Arrived, Count, Counted, Stop, Failed)
 
 
 def encode(message: Message) -> str:
-    return json.dumps({"type": type(message).__name__, **asdict(message)}) + "\n"
+    return CODEC.encode(message).decode()
 
 
-def decode(line: str) -> Any:
-    """A message from one line; ValueError naming what is wrong."""
+def decode(line: str) -> Message:
+    """A message from one line; ProtocolError (a ValueError) naming what is wrong, also when the line is empty:
+    the other end closed the channel."""
     if not line:
-        raise ValueError("the other end closed the channel")
-    try:
-        doc = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not JSON: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("type") not in MESSAGES:
-        raise ValueError(f"unknown message: {line.strip()[:80]!r}")
-    cls = MESSAGES[doc.pop("type")]
-    names = {f.name for f in fields(cls)}
-    if not set(doc) <= names:
-        raise ValueError(f"{cls.__name__}: unknown fields {sorted(set(doc) - names)}")
-    try:
-        return cls(**doc)
-    except TypeError as exc:
-        raise ValueError(f"{cls.__name__}: {exc}") from None
+        raise ProtocolError("the other end closed the channel")
+    return CODEC.decode(line)
 
 
 def vxlan_works() -> bool:

@@ -24,10 +24,12 @@ def test_every_message_survives_a_round_trip():
         assert server.decode(server.encode(message)) == message
 
 
-@pytest.mark.parametrize("line, why", [("{", "not JSON"), ('{"type": "Boot"}', "unknown message"),
-                                       ('["Stop"]', "unknown message"),
-                                       ('{"type": "Stop", "now": 1}', "unknown fields"),
-                                       ('{"type": "Built", "hosts": {}}', "Built:")])
+@pytest.mark.parametrize("line, why", [("{", "not JSON"), ('{"type": "boot"}', "unknown message type"),
+                                       ('["stop"]', "must be a JSON object"),
+                                       ('{"type": "stop", "now": 1}', "takes no 'now'"),
+                                       ('{"type": "built", "hosts": {}}', "'built' has no"),
+                                       ('{"type": "counted", "counts": {"p0s0": "7"}}', "each value an integer"),
+                                       ("", "closed the channel")])
 def test_a_malformed_line_names_what_is_wrong(line, why):
     with pytest.raises(ValueError, match=why):
         server.decode(line)
