@@ -96,9 +96,13 @@ class RunState:
         tmp = self.path.with_suffix(".tmp")
         tmp.unlink(missing_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(asdict(self)))
-        os.replace(tmp, self.path)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps(asdict(self)))
+            os.replace(tmp, self.path)
+        except BaseException:  # a signal mid-save (a share's runner died) leaves no half-written record
+            tmp.unlink(missing_ok=True)
+            raise
 
     def add_bridge(self, name: str) -> None:
         self._add(self.bridges, name)

@@ -6,15 +6,18 @@ underlay too small for the fabric's frames inside VXLAN are each one line (exit 
 names the underlay that is too small. Nothing is left on either."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import subprocess
 import sys
+import time
 
 import pytest
 
 from mrclab.cluster.tunnel import underlay_mtu
+from mrclab.runstate import STATE_DIR
 from mrclab.spec import topology
 from tests.cluster_servers import NamespaceServers, sh
 from tests.conftest import REPO
@@ -72,6 +75,56 @@ def test_topo_verify_over_two_servers_reached_by_ssh(tmp_path, leftovers):
         assert "2 servers" in doc["datapath_detail"]
         for s in doc["servers"]:
             assert leftovers(f"m{s['run_id']}") == []
+    finally:
+        servers.close()
+    assert leftovers(servers.state.prefix, servers.state.processes) == []
+
+
+def test_a_runner_killed_mid_build_leaves_nothing_on_either_server(tmp_path, leftovers):
+    """SIGKILL the runner while both shares build: the local share gets SIGTERM from its lifeline, the remote one
+    loses its SSH session (EOF); each tears its share down, and within 15 s nothing of either is left."""
+    servers = NamespaceServers(TOPO.mtu)
+    try:
+        sshd = servers.sshd(1, tmp_path / "sshd")
+        home = tmp_path / "home"
+        (home / ".ssh").mkdir(parents=True)
+        (home / ".ssh" / "known_hosts").write_text(sshd.known_hosts.read_text())
+        (home / ".ssh" / "id_ed25519").write_bytes((sshd.root / "client").read_bytes())
+        (home / ".ssh" / "id_ed25519").chmod(0o600)
+        env = {k: v for k, v in os.environ.items() if k not in ("SSH_AUTH_SOCK", "MRCLAB_TARGET")}
+        env.update(HOME=str(home), MRCLAB_REMOTE_DIR=str(sshd.root / "remote"), MRCLAB_REMOTE_COMMAND=shlex.join(
+            [sys.executable, "-m", "mrclab"]))
+        since = time.time()
+        runner = subprocess.Popen([*servers.enter(0), sys.executable, "-m", "mrclab", "topo", "verify",
+                                   "clos-4p-4l-4s", "--servers", f"local,{sshd.target}", "--json"], cwd=REPO, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+        def shares() -> dict[str, dict]:
+            """The shares' run records (as root, every mrclab records in /run/mrclab), of this test's time."""
+            found = {}
+            for path in STATE_DIR.glob("*.json"):
+                with contextlib.suppress(OSError, ValueError):
+                    doc = json.loads(path.read_text())
+                    if doc.get("purpose") == "fabric clos-4p-4l-4s" and doc.get("created_at", 0) >= since:
+                        found[doc["run_id"]] = doc
+            return found
+
+        records: dict[str, list] = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and runner.poll() is None and \
+                not (len(records) == 2 and all(len(p) > 8 for p in records.values())):  # both well into the build
+            records.update({run_id: doc["processes"] for run_id, doc in shares().items()})
+            time.sleep(0.02)
+        assert runner.poll() is None and len(records) == 2, runner.stderr.read() if runner.stderr else ""
+        runner.kill()
+        runner.wait()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and set(shares()) & set(records):
+            time.sleep(0.2)
+        assert not set(shares()) & set(records), "a share is left"
+        assert not [p for run_id in records for p in STATE_DIR.glob(f"{run_id}*")], "a share left files"
+        for run_id, processes in records.items():
+            assert leftovers(f"m{run_id}", processes) == []
     finally:
         servers.close()
     assert leftovers(servers.state.prefix, servers.state.processes) == []
