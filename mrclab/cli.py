@@ -68,9 +68,9 @@ def check(servers: str | None, topology_ref: str, as_json: bool) -> None:
     """Environment doctor: one row per requirement, ok or missing, and the fix."""
     rows = check_mod.rows()
     if servers is not None:
-        from .cluster.servers import check_rows
+        from .cluster.servers import Cluster, check_rows
 
-        rows += check_rows([s.strip() for s in servers.split(",")], topology_mod.load(topology_ref))
+        rows += check_rows(Cluster(topology_mod.load(topology_ref), [s.strip() for s in servers.split(",")]))
     failed = check_mod.first_failure(rows)
     if as_json:
         emit_json({"ok": failed is None, "rows": [r.to_dict() for r in rows]})
@@ -553,13 +553,14 @@ def topo_verify(file: str, datapath: str, servers: str | None, placement: str, a
     """Build the fabric, probe every (src, dst, plane, spine) path, check each arrives through its spine, tear down."""
     t = topology_mod.load(file)
     if servers is not None:
+        from .cluster.servers import Cluster
         from .cluster.servers import verify_topology as verify_over
 
         if datapath == "ovs":
             raise UsageError("--servers: a lab over several servers runs the linux datapath")
-        names = [s.strip() for s in servers.split(",")]
+        cluster = Cluster(t, [s.strip() for s in servers.split(",")], placement)  # checked before anything runs
         require_environment()
-        doc = verify_over(t, names, placement=placement)
+        doc = verify_over(cluster)
     else:
         from .fabric.verify import verify_topology
 

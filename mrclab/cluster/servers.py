@@ -19,6 +19,7 @@ from typing import IO, Any
 from .. import lifeline
 from ..check import Row
 from ..errors import EnvironmentNotReady, UsageError
+from ..spec import address as address_mod
 from ..spec.topology import Topology
 from . import server as msg
 from .placement import assign
@@ -124,11 +125,11 @@ def underlay_problem(u: msg.Underlay, mtu: int) -> str | None:
     return None
 
 
-def check_rows(servers: list[str], topology: Topology) -> list[Row]:
+def check_rows(cluster: Cluster) -> list[Row]:
     """`mrclab check --servers`: per server, whether it answers (SSH, this mrclab, its own check passing) and
-    whether its underlay carries `topology`'s frames to the others inside VXLAN."""
+    whether its underlay carries the topology's frames to the others inside VXLAN."""
     rows = []
-    cluster = Cluster(topology, servers)
+    servers, topology = cluster.servers, cluster.topology
     try:
         for spec in servers:
             try:
@@ -185,6 +186,14 @@ class Cluster:
             raise UsageError("--servers: a lab over servers needs at least two")
         if LOCAL in self.servers[1:]:
             raise UsageError(f"--servers: {LOCAL!r} (this machine) can only be the first server")
+        if len(set(self.servers)) < len(self.servers):
+            raise UsageError("--servers: a server is named twice")
+        for spec in self.servers:
+            if spec != LOCAL:
+                try:
+                    address_mod.parse(spec)
+                except ValueError as exc:
+                    raise UsageError(f"--servers {spec!r}: {exc} (or {LOCAL!r} for this machine)") from None
         self.server_of = assign(self.topology, self.servers, self.placement, source="--servers").server_of()
 
     def __enter__(self) -> Cluster:
@@ -230,15 +239,15 @@ class Cluster:
                 sorted(spines & set(built.switches)) for ch, built in zip(self.channels, self.built, strict=True)}
 
 
-def verify_topology(topology: Topology, servers: list[str], *, placement: str = "pods", timeout: float = 1.0) -> dict:
-    """`mrclab topo verify --servers`: build the fabric over `servers`, probe every path from every server's
-    hosts, tear down; the same document as on one machine, with each server's share."""
+def verify_topology(cluster: Cluster, timeout: float = 1.0) -> dict:
+    """`mrclab topo verify --servers`: build the fabric over the cluster's servers, probe every path from every
+    server's hosts, tear down; the same document as on one machine, with each server's share."""
     import time
 
     from ..fabric.verify import summary, verify
 
+    topology, servers, placement = cluster.topology, cluster.servers, cluster.placement
     started = time.monotonic()
-    cluster = Cluster(topology, servers, placement)
     with cluster:
         built = time.monotonic()
         results = verify(topology, cluster.sides(), timeout)

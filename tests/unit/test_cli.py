@@ -184,3 +184,16 @@ def test_a_second_concurrent_run_is_refused_with_one_line():
     assert "another mrclab run is live on this machine (" in result.stderr
     assert f"run zz9 (quickstart, pid {owner.pid})" in result.stderr
     assert "--allow-concurrent" in result.stderr
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["topo", "verify", "clos-2p-2l-2s", "--servers", "local"], "needs at least two"),
+    (["topo", "verify", "clos-2p-2l-2s", "--servers", "root@lab1,local"], "can only be the first server"),
+    (["topo", "verify", "clos-2p-2l-2s", "--servers", "local,lab1,lab1"], "named twice"),
+    (["topo", "verify", "clos-2p-2l-2s", "--servers", "local,a@b@c"], "--servers 'a@b@c': expected"),
+    (["topo", "verify", "clos-2p-2l-2s", "--servers", "local,lab1", "--datapath", "ovs"], "linux datapath"),
+    (["topo", "verify", "clos-2p-2l-2s", "--servers", "local,lab1,lab2,lab3"], "--servers:"),
+    (["check", "--servers", "local,-oProxyCommand=x"], "starts with '-'"),
+])
+def test_servers_that_cannot_be_a_cluster_are_refused_before_anything_starts(args, fragment):
+    assert_one_line_error(mrclab(*args), 2, fragment)
