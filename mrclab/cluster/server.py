@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,6 +98,17 @@ class Counted(Message):
 
 
 @dataclass(frozen=True)
+class Clock(Message):
+    TYPE = "clock"
+
+
+@dataclass(frozen=True)
+class Clocked(Message):
+    TYPE = "clocked"
+    monotonic: float  # the server's time.monotonic() when it read the request
+
+
+@dataclass(frozen=True)
 class Stop(Message):
     TYPE = "stop"
 
@@ -107,7 +119,8 @@ class Failed(Message):
     error: str
 
 
-CODEC = Codec(Hello, Underlay, Build, Built, Probe, Sent, Receive, Arrived, Count, Counted, Stop, Failed)
+CODEC = Codec(Hello, Underlay, Build, Built, Probe, Sent, Receive, Arrived, Count, Counted, Clock, Clocked,
+              Stop, Failed)
 
 
 def encode(message: Message) -> str:
@@ -151,8 +164,8 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> int:
 
     try:
         request = decode(stdin.readline())
-        while isinstance(request, Hello):
-            say(underlay_towards(request.peer))
+        while isinstance(request, Hello | Clock):
+            say(underlay_towards(request.peer) if isinstance(request, Hello) else Clocked(time.monotonic()))
             request = decode(stdin.readline())
         if not isinstance(request, Build):
             raise ValueError(f"expected Build, got {type(request).__name__}")
@@ -175,6 +188,8 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> int:
                         say(Arrived([list(p) for p in sorted(arrived)]))
                     elif isinstance(request, Count):
                         say(Counted(probes.counts(request.spines)))
+                    elif isinstance(request, Clock):
+                        say(Clocked(time.monotonic()))
                     else:
                         raise ValueError(f"unexpected {type(request).__name__}")
             finally:

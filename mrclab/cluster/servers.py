@@ -8,12 +8,14 @@ another server), has every server build its share at once, and gives one probing
 """
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import shlex
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass, field
+import time
+from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
 from .. import lifeline
@@ -27,6 +29,18 @@ from .tunnel import VXLAN_PORT, underlay_mtu
 
 LOCAL = "local"  # this machine, as a server (first in the list, if at all)
 ANSWER_TIMEOUT_S = 300.0  # a share of hundreds of nodes takes a while to build
+
+
+CLOCK_ROUNDS = 16  # ping-pongs per offset reading: the one with the shortest round trip is kept
+
+
+@dataclass(frozen=True)
+class Offset:
+    """A server's monotonic clock against the runner's: theirs = ours + offset_s, within +- uncertainty_s (half
+    the shortest round trip of the readings)."""
+
+    offset_s: float
+    uncertainty_s: float
 
 
 @dataclass
@@ -59,6 +73,18 @@ class Channel:
         if not isinstance(reply, answer):
             raise EnvironmentNotReady(f"server {self.spec}: answered {type(reply).__name__}, not {answer.__name__}")
         return reply
+
+    def clock_offset(self) -> Offset:
+        """Ping-pong over the channel: the reading with the shortest round trip bounds the offset best."""
+        best: tuple[float, float] | None = None
+        for _ in range(CLOCK_ROUNDS):
+            sent = time.monotonic()
+            theirs = self.ask(msg.Clock(), msg.Clocked).monotonic
+            back = time.monotonic()
+            if best is None or back - sent < best[1]:
+                best = (theirs - (sent + back) / 2, back - sent)
+        assert best is not None
+        return Offset(round(best[0], 7), round(best[1] / 2, 7))
 
     def close(self) -> None:
         try:
@@ -180,6 +206,7 @@ class Cluster:
     seed: int = 1
     channels: list[Channel] = field(default_factory=list)
     built: list[msg.Built] = field(default_factory=list)
+    offsets: dict[str, list[Offset]] = field(default_factory=dict)  # "start", "end": one per server
 
     def __post_init__(self) -> None:
         if len(self.servers) < 2:
@@ -205,6 +232,7 @@ class Cluster:
             for i, ch in enumerate(self.channels):  # every server builds at once
                 ch.tell(msg.Build(self.topology.to_dict(), i, self.server_of, table, self.port, self.seed))
             self.built = [ch.answer(msg.Built) for ch in self.channels]
+            self.offsets["start"] = [ch.clock_offset() for ch in self.channels]
         except BaseException:
             self.close()
             raise
@@ -228,6 +256,9 @@ class Cluster:
         return underlays
 
     def close(self) -> None:
+        if self.built and "end" not in self.offsets:
+            with contextlib.suppress(EnvironmentNotReady):  # a server that went away: no offset at the end
+                self.offsets["end"] = [ch.clock_offset() for ch in self.channels]
         for ch in self.channels:
             ch.close()
         self.channels = []
@@ -260,7 +291,8 @@ def verify_topology(cluster: Cluster, timeout: float = 1.0) -> dict:
             "datapath_detail": f"Linux SRv6 routers over {len(servers)} servers ({placement}; {crossing} cables "
                                "between servers, a VXLAN tunnel per direction)",
             "run_id": ",".join(run_ids), **doc,
-            "servers": [{"server": spec, "run_id": b.run_id, "hosts": sorted(b.hosts), "switches": sorted(b.switches)}
-                        for spec, b in zip(servers, cluster.built, strict=True)],
+            "servers": [{"server": spec, "run_id": b.run_id, "hosts": sorted(b.hosts), "switches": sorted(b.switches),
+                         "clock": {when: asdict(offsets[i]) for when, offsets in cluster.offsets.items()}}
+                        for i, (spec, b) in enumerate(zip(servers, cluster.built, strict=True))],
             "timings_s": {"build": round(built - started, 3), "verify": round(verified - built, 3),
                           "teardown": round(done - verified, 3), "total": round(done - started, 3)}}

@@ -72,6 +72,10 @@ def test_topo_verify_over_two_servers_reached_by_ssh(tmp_path, leftovers):
             TOPO.spines
         assert [s["server"] for s in doc["servers"]] == ["local", sshd.target]
         assert all(s["hosts"] and s["switches"] for s in doc["servers"])
+        for s in doc["servers"]:  # one kernel, one clock: the offset is within its own uncertainty of 0
+            for when in ("start", "end"):
+                clock = s["clock"][when]
+                assert 0 < clock["uncertainty_s"] < 0.05 and abs(clock["offset_s"]) <= clock["uncertainty_s"], s
         assert "2 servers" in doc["datapath_detail"]
         for s in doc["servers"]:
             assert leftovers(f"m{s['run_id']}") == []

@@ -20,7 +20,8 @@ TOPO = topology.load("clos-2p-2l-2s")
 def test_every_message_survives_a_round_trip():
     for message in (server.Hello("fdcc::2"), server.Underlay("fdcc::1", "u0", 9070, True),
                     server.Build(TOPO.to_dict(), 1, {"h0": 0}, {"0": ["fdcc::1", "u0"]}, port=4790, seed=3),
-                    server.Built({"h0": 10}, {"p0l0": 11}, "abc"), server.Stop(), server.Failed("why")):
+                    server.Built({"h0": 10}, {"p0l0": 11}, "abc"), server.Clock(), server.Clocked(12.5),
+                    server.Stop(), server.Failed("why")):
         assert server.decode(server.encode(message)) == message
 
 
