@@ -1,9 +1,16 @@
-"""One server's side of a lab over several: ``python -m mrclab.cluster.server`` reads a `Build` line on stdin
-(JSON), builds that server's `Share` of the fabric in the namespace it runs in, answers `Built` (the host
-namespaces' PIDs) and holds the fabric until stdin says `Stop` or closes, then tears it down. Over SSH, stdin and
-stdout are the session's channel, so a server that dies or a runner that goes away ends the share by EOF.
+"""One server's side of a lab over several: ``mrclab cluster-server`` (or ``python -m mrclab.cluster.server``)
+answers one runner over its standard input and output, one JSON line a message (`protocol.Codec`):
 
-Every line is one message, declared once here and checked on both ends (`decode`).
+    hello {peer}                -> underlay {address, device, mtu, vxlan}   (its route towards another server)
+    clock                       -> clocked {monotonic}                      (for the runner's offset readings)
+    build {topology, server, server_of, underlays, port, seed} -> built {hosts, switches, run_id}
+    probe {probes} -> sent;  receive {spine, wanted, timeout} -> arrived {paths};  count {spines} -> counted
+    stop                        (or EOF)                                    -> the share is torn down
+    anything it cannot do       -> failed {error}, and it ends
+
+`build` makes that server's `Share` of the fabric in the namespace the process runs in; the probing requests
+are `verify.LocalProbes` on its own hosts and spines. Over SSH, standard input and output are the session's
+channel, so a runner that goes away ends the share by EOF; a local share also ends with its runner (lifeline).
 """
 from __future__ import annotations
 
