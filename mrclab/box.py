@@ -3,7 +3,7 @@
 Its root is a copy of the one `mrclab vm build` makes, plus what Vagrant expects of a base box: a
 `vagrant` user with passwordless sudo whose key is the box's own (the box's Vagrantfile names the
 private half, which ships in the box), rsync for the synced folder, and this checkout already
-provisioned at /vagrant (its .venv), so that neither `vagrant up` nor `sudo make lab` there needs a
+provisioned at /vagrant (its .venv and compiled transport), so that neither `vagrant up` nor `sudo make lab` there needs a
 network. The disk holds one MBR partition, the ext4 root at 1 MiB, and GRUB's boot code before it,
 written directly (no loop device, no grub-install); qemu-img turns it into qcow2. The box file is
 an uncompressed tar of metadata.json, Vagrantfile, box.img and the key.
@@ -29,7 +29,9 @@ KEY_NAME = "vagrant_ed25519"
 PACKAGES = ["sudo", "rsync", "grub-pc-bin"]
 SECTOR = 512
 PART_START = 2048                   # sectors: the partition at 1 MiB, GRUB's core.img in the gap before it
-RSYNC_EXCLUDE = [".vagrant/", ".vm/", ".venv/", ".git/", "results/"]
+# the guest keeps its own .venv and compiled transport (a source edited here is newer than that build, which
+# then gives way to the sources until provisioning rebuilds it: mrclab/build.py)
+RSYNC_EXCLUDE = [".vagrant/", ".vm/", ".venv/", ".git/", "results/", "build/", "*.so"]
 CMDLINE = "root=LABEL=mrclab ro console=tty0 console=ttyS0 net.ifnames=0"
 # GRUB finds its modules and grub.cfg here; core.img carries what reading them takes
 GRUB_PREFIX = "(hd0,msdos1)/boot/grub"
@@ -64,7 +66,6 @@ Vagrant.configure("2") do |config|
   config.ssh.insert_key = false
   config.vm.synced_folder ".", "/vagrant", type: "rsync", rsync__exclude: {json.dumps(RSYNC_EXCLUDE)}
   config.vm.provider "libvirt" do |lv|
-    lv.driver = "kvm"
     lv.disk_bus = "virtio"
   end
 end
@@ -94,8 +95,7 @@ def build(say) -> Path:
     with vm.Chroot(BOX_ROOT) as chroot:
         chroot.run("apt-get", "update", "-qq", say=say)
         chroot.run("apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES, say=say)
-        # pure: the guest compiles the transport when its first provisioning finds it missing
-        chroot.run("bash", "/vagrant/vagrant/provision.sh", "--install-only", say=say, env={"MRCLAB_PURE": "1"})
+        chroot.run("bash", "/vagrant/vagrant/provision.sh", "--install-only", say=say)
         chroot.run("sh", "-c", "id vagrant >/dev/null 2>&1 || useradd --create-home --shell /bin/bash vagrant",
                    say=say)
         chroot.run("sh", "-c", "rm -rf /boot/grub/i386-pc && mkdir -p /boot/grub && "
