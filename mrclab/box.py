@@ -2,11 +2,12 @@
 
 Its root is a copy of the one `mrclab vm build` makes, plus what Vagrant expects of a base box: a
 `vagrant` user with passwordless sudo whose key is the box's own (the box's Vagrantfile names the
-private half, which ships in the box), rsync for the synced folder, and this checkout already
-provisioned at /vagrant (its .venv and compiled transport), so that neither `vagrant up` nor `sudo make lab` there needs a
-network. The disk holds one MBR partition, the ext4 root at 1 MiB, and GRUB's boot code before it,
-written directly (no loop device, no grub-install); qemu-img turns it into qcow2. The box file is
-an uncompressed tar of metadata.json, Vagrantfile, box.img and the key.
+private half, which ships in the box), rsync for the synced folder, any hostname resolving
+(libnss-myhostname), and this checkout already provisioned at /vagrant (its .venv and compiled
+transport), so that neither `vagrant up` nor `sudo make lab` there needs a network. The disk holds
+one MBR partition, the ext4 root at 1 MiB, and GRUB's boot code before it, written directly (no
+loop device, no grub-install); qemu-img turns it into qcow2. The box file is an uncompressed tar
+of metadata.json, Vagrantfile, box.img and the key.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ BOX_ROOT = vm.VM_DIR / "box-root"
 BOX_DIR = vm.VM_DIR / "box"
 BOX_FILE = vm.VM_DIR / "mrclab-bookworm.box"
 KEY_NAME = "vagrant_ed25519"
-PACKAGES = ["sudo", "rsync", "grub-pc-bin"]
+PACKAGES = ["sudo", "rsync", "grub-pc-bin", "libnss-myhostname"]
 SECTOR = 512
 PART_START = 2048                   # sectors: the partition at 1 MiB, GRUB's core.img in the gap before it
 # the guest keeps its own .venv and compiled transport (a source edited here is newer than that build, which
