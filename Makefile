@@ -5,7 +5,7 @@ PY := .venv/bin/python
 MRCLAB := .venv/bin/mrclab
 LAB ?= scenarios/quickstart.yaml
 
-.PHONY: build paper paper-quick setup venv lab test unit lint typecheck integration bench clean check fresh-test screenshots vm-setup vm-build vm-test
+.PHONY: build paper paper-quick setup venv lab test unit lint typecheck integration bench clean check fresh-test screenshots vm-setup vm-build vm-test vagrant-setup vagrant-box vagrant-test
 
 setup:
 	@bash vagrant/provision.sh
@@ -78,3 +78,18 @@ vm-build: vm-setup
 vm-test: vm-setup
 	@if [ ! -f .vm/disk.img ] || [ -n "$(VM_REBUILD)" ]; then $(MRCLAB) vm build; fi
 	MRCLAB_VM_TEST=1 $(PY) -m pytest -q -s tests/vm
+
+# The lab VM as a Vagrant box under libvirt (not in CI: many minutes of CPU). vagrant-box makes
+# .vm/mrclab-bookworm.box from the image; vagrant-test makes it unless it exists (VM_REBUILD=1 rebuilds
+# both), then runs vagrant up, make lab, --target vagrant, provision, halt and destroy with libvirtd
+# in a network namespace of its own, on a management network that forwards nowhere.
+vagrant-setup:
+	@bash vagrant/provision.sh --vagrant
+
+vagrant-box: vagrant-setup
+	@if [ ! -f .vm/disk.img ] || [ -n "$(VM_REBUILD)" ]; then $(MRCLAB) vm build; fi
+	$(MRCLAB) vm box
+
+vagrant-test: vagrant-setup
+	@if [ ! -f .vm/mrclab-bookworm.box ] || [ -n "$(VM_REBUILD)" ]; then $(MAKE) vagrant-box; fi
+	MRCLAB_VAGRANT_TEST=1 $(PY) -m pytest -q -s tests/vagrant

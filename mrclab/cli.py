@@ -697,6 +697,14 @@ def vm_build() -> None:
     out.print(f"image: {vm_mod.DISK}")
 
 
+@vm.command("box")
+def vm_box() -> None:
+    """Make a Vagrant box (libvirt provider) from the built image: `vagrant box add --name mrclab/bookworm BOX`."""
+    from . import box as box_mod
+    path = box_mod.build(say=err.print)
+    out.print(f"box: {path}")
+
+
 @vm.command("up")
 def vm_up() -> None:
     """Boot it (KVM where a guest comes up with it, else TCG); only SSH is forwarded, to 127.0.0.1."""

@@ -150,29 +150,45 @@ def _mounts_under(path: Path) -> list[str]:
 
 
 class Chroot:
-    """/proc, /sys, /dev and /dev/pts of the host mounted into ROOT for package scripts; unmounted on exit."""
+    """/proc, /sys, /dev and /dev/pts of the host mounted into a root (ROOT unless told) for package
+    scripts, and a policy-rc.d there that starts no daemon; all undone on exit."""
 
     MOUNTS = (("proc", "proc", ["-t", "proc"]), ("sys", "sys", ["-t", "sysfs"]), ("dev", "/dev", ["--bind"]),
               ("dev/pts", "/dev/pts", ["--bind"]))
 
+    def __init__(self, root: Path = ROOT):
+        self.root = root
+
     def __enter__(self):
+        shutil.copy2("/etc/resolv.conf", self.root / "etc/resolv.conf")
+        policy = self.root / "usr/sbin/policy-rc.d"
+        policy.write_text("#!/bin/sh\n# mrclab vm build: no daemon starts in the chroot\nexit 101\n")
+        policy.chmod(0o755)
+        if HOST_CA.exists():
+            shutil.copy2(HOST_CA, self.root / BUILD_CA.lstrip("/"))
         self.mounted = []
-        for where, what, how in self.MOUNTS:
-            _run(["mount", *how, what, str(ROOT / where)])
-            self.mounted.append(ROOT / where)
+        try:
+            for where, what, how in self.MOUNTS:
+                _run(["mount", *how, what, str(self.root / where)])
+                self.mounted.append(self.root / where)
+        except EnvironmentNotReady:
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc):
         for path in reversed(self.mounted):
             subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
-        stop_processes_in(ROOT)
+        stop_processes_in(self.root)
+        (self.root / "usr/sbin/policy-rc.d").unlink(missing_ok=True)
+        (self.root / BUILD_CA.lstrip("/")).unlink(missing_ok=True)
 
-    def run(self, *cmd: str, say=None) -> None:
-        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "DEBIAN_FRONTEND": "noninteractive",
-               "LANG": "C.UTF-8"}
-        if (ROOT / BUILD_CA.lstrip("/")).exists():
-            env["PIP_CERT"] = BUILD_CA
-        _run(["chroot", str(ROOT), *cmd], say, env=env)
+    def run(self, *cmd: str, say=None, env: dict[str, str] | None = None) -> None:
+        full = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "DEBIAN_FRONTEND": "noninteractive",
+                "LANG": "C.UTF-8", **(env or {})}
+        if (self.root / BUILD_CA.lstrip("/")).exists():
+            full["PIP_CERT"] = BUILD_CA
+        _run(["chroot", str(self.root), *cmd], say, env=full)
 
 
 def stop_processes_in(root: Path) -> list[int]:
@@ -192,10 +208,19 @@ def stop_processes_in(root: Path) -> list[int]:
     return stopped
 
 
-def build(say) -> None:
-    """debootstrap, provision, configure, image. The debootstrap stage is kept between builds."""
+def copy_checkout(guest: Path) -> None:
+    """This checkout's files (git's list) into `guest`, a directory of an image root."""
     from .remote.install import source_files
 
+    guest.mkdir(parents=True, exist_ok=True)
+    for path in source_files():
+        dest = guest / path.relative_to(CHECKOUT)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, dest)
+
+
+def build(say) -> None:
+    """debootstrap, provision, configure, image. The debootstrap stage is kept between builds."""
     _need("debootstrap", "mkfs.ext4", "ssh-keygen", "chroot")
     VM_DIR.mkdir(exist_ok=True)
     _keys()
@@ -210,27 +235,12 @@ def build(say) -> None:
         _run(["debootstrap", "--variant=minbase", f"--include={BASE_PACKAGES}", "bookworm", str(ROOT), mirror], say)
         done.touch()
     say(f"copying this checkout to {GUEST_CHECKOUT} in the image")
-    guest = ROOT / GUEST_CHECKOUT.lstrip("/")
-    guest.mkdir(parents=True, exist_ok=True)
-    for path in source_files():
-        dest = guest / path.relative_to(CHECKOUT)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, dest)
-    shutil.copy2("/etc/resolv.conf", ROOT / "etc/resolv.conf")
-    policy = ROOT / "usr/sbin/policy-rc.d"
-    policy.write_text("#!/bin/sh\n# mrclab vm build: no daemon starts in the chroot\nexit 101\n")
-    policy.chmod(0o755)
-    if HOST_CA.exists():
-        shutil.copy2(HOST_CA, ROOT / BUILD_CA.lstrip("/"))
-    try:
-        with Chroot() as chroot:
-            chroot.run("apt-get", "update", "-qq", say=say)
-            chroot.run("apt-get", "install", "-y", "-qq", "--no-install-recommends", *DAEMON_PACKAGES, say=say)
-            chroot.run("bash", f"{GUEST_CHECKOUT}/vagrant/provision.sh", "--install-only", say=say)
-            chroot.run("systemctl", "enable", "systemd-networkd", "ssh", "openvswitch-switch", say=say)
-    finally:
-        policy.unlink(missing_ok=True)
-        (ROOT / BUILD_CA.lstrip("/")).unlink(missing_ok=True)
+    copy_checkout(ROOT / GUEST_CHECKOUT.lstrip("/"))
+    with Chroot() as chroot:
+        chroot.run("apt-get", "update", "-qq", say=say)
+        chroot.run("apt-get", "install", "-y", "-qq", "--no-install-recommends", *DAEMON_PACKAGES, say=say)
+        chroot.run("bash", f"{GUEST_CHECKOUT}/vagrant/provision.sh", "--install-only", say=say)
+        chroot.run("systemctl", "enable", "systemd-networkd", "ssh", "openvswitch-switch", say=say)
     _configure()
     kernels = sorted((ROOT / "boot").glob("vmlinuz-*"))
     initrds = sorted((ROOT / "boot").glob("initrd.img-*"))

@@ -5,15 +5,18 @@
 # --install-only: packages and .venv only, no sysctl and no daemon: for an image root being
 # built in a chroot (`mrclab vm build`), whose own systemd starts OVS when it boots.
 # --vm: also what building and booting the lab VM takes here (`make vm-test`).
+# --vagrant: also Vagrant with the libvirt provider and what `mrclab vm box` takes (`make vagrant-test`,
+# which starts libvirtd in a network namespace of its own).
 # --venv-only: .venv alone, as any user (`make unit`, `lint`, `typecheck`): no packages, no daemon.
 set -euo pipefail
-install_only=0 vm=0 venv_only=0
+install_only=0 vm=0 vagrant=0 venv_only=0
 for arg in "$@"; do
   case "$arg" in
     --install-only) install_only=1 ;;
     --vm) vm=1 ;;
+    --vagrant) vm=1 vagrant=1 ;;
     --venv-only) venv_only=1 ;;
-    *) echo "provision.sh: unknown option $arg (--install-only, --vm, --venv-only)" >&2; exit 2 ;;
+    *) echo "provision.sh: unknown option $arg (--install-only, --vm, --vagrant, --venv-only)" >&2; exit 2 ;;
   esac
 done
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,6 +26,8 @@ system_packages() {
   pkgs=(openvswitch-switch openvswitch-common mininet iproute2 ethtool clang llvm libbpf-dev
         iperf3 tcpdump tshark python3-venv python3-dev gcc make openssh-server)
   [ "$vm" -eq 0 ] || pkgs+=(qemu-system-x86 debootstrap)
+  [ "$vagrant" -eq 0 ] || pkgs+=(vagrant vagrant-libvirt libvirt-daemon-system libvirt-clients
+                                    dnsmasq-base qemu-utils rsync)
   missing=()
   for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
