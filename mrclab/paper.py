@@ -206,6 +206,10 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("9c", "leaf-spine links cut one after another under a cross-leaf stream", "minimal impact on throughput",
           (("mrc", PAPER / "links-cut.yaml", ()),), _steps_down(0.0),
           "6 links of 48 cut, one per 500 ms (the paper: 20, one per second)"),
+    Claim("9d", "leaf-spine links flapped together under a cross-leaf stream", "negligible impact on throughput",
+          (("mrc", PAPER / "links-flap.yaml", ()),), _steps_down(0.0),
+          "8 of the 32 leaf-spine links on the stream's paths, down together for 1.5 s, two per plane (the paper: "
+          "8 T0-T1 links for a few seconds)"),
     Claim("10", "a leaf of one plane down", "steady state drops by that plane's share, stable on the rest",
           (("mrc", PAPER / "leaf-down.yaml", ()),), _steps_down(0.25), "4 planes (the paper: 8)"),
     Claim("11", "a spine of one plane down, then restored", "no steady-state loss of bandwidth",

@@ -9,7 +9,7 @@ from mrclab.spec.scenario import load
 
 
 def test_every_experiment_of_the_paper_has_a_row_and_every_run_loads():
-    assert [c.id for c in paper.CLAIMS] == ["9a", "9b", "9c", "10", "11", "12-13", "14", "16", "16-loss", "17",
+    assert [c.id for c in paper.CLAIMS] == ["9a", "9b", "9c", "9d", "10", "11", "12-13", "14", "16", "16-loss", "17",
                                           "16-sim", "16-loss-sim", "17-sim",
                                           "18"]
     for claim in paper.CLAIMS:
