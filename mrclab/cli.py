@@ -415,7 +415,7 @@ def paper(only: str | None, quick: bool, repeat: int, out_dir: str | None) -> No
     from . import runner
     for name, path, sets in todo:
         folder = root / name
-        err.print(f"paper: {name}: {path.name} {' '.join(sets)}", soft_wrap=True)
+        err.print(f"paper: {name}: {path.name} {paper_mod.sets_text(sets)}", soft_wrap=True)
         try:
             runner.run_scenario(scenario_mod.load(path, list(sets)), folder, console=err,
                                 overrides=override_map(tuple(sets)))

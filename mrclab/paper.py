@@ -296,6 +296,12 @@ def runs(claim: Claim, repeat: int = 1) -> list[tuple[str, Path, tuple[str, ...]
             for k in range(1, repeat + 1) for label, path, sets in claim.runs]
 
 
+def sets_text(sets: tuple[str, ...]) -> str:
+    """A run's --set values for its progress line, a timeline counted rather than spelled out (a loss on every host
+    link of 64 hosts x 8 planes is 512 events; the run's scenario.yaml has them all)."""
+    return " ".join(f"events=[{s.count('action:')} events]" if s.startswith("events=") else s for s in sets)
+
+
 def shares(claim: Claim, root: Path, repeat: int = 1) -> dict[str, list[float]]:
     """Each run label's median share of ideal (summary.goodput_fraction) and its 95% interval over the repetitions
     that left results: [median, low, high, runs]. The figure every row's runs have in common."""

@@ -127,3 +127,10 @@ def test_qp_scaling_wants_sixteen_qps_to_help_by_a_fifth(tmp_path, many, verdict
     claim = next(c for c in paper.CLAIMS if c.id == "16-sim")
     write_shares(tmp_path, "16-sim", {"mrc": 0.95, "single-path": 0.5, "roce-1": 0.19, "roce-16": many})
     assert paper.judge(claim, tmp_path)["verdict"] == verdict
+
+
+def test_a_long_timeline_is_counted_in_the_progress_line():
+    claim = next(c for c in paper.CLAIMS if c.id == "16-loss-sim-8p")
+    sets = dict((label, sets) for label, _, sets in claim.runs)["mrc-1"]
+    text = paper.sets_text(sets)
+    assert "events=[512 events]" in text and "transport=mrc" in text and "h63" not in text
