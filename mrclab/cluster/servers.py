@@ -39,6 +39,7 @@ LIVENESS_S = 5.0  # once built, a server silent for this long is gone (a heartbe
 HEARTBEAT_S = 1.0
 CLOCK_ROUNDS = 16  # ping-pongs per offset reading over a channel: the one with the shortest round trip is kept
 TICK_TIMEOUT_S = 30.0
+GONE_WAIT_S = 0.5
 
 
 class ServerLost(EnvironmentNotReady):
@@ -75,7 +76,17 @@ class Channel:
             self.send.write(msg.encode(message))
             self.send.flush()
         except OSError as exc:
-            raise self.lose(f"the share went away ({exc or type(exc).__name__})") from None
+            raise self.lose(self._gone(exc)) from None
+
+    def _gone(self, exc: Exception) -> str:
+        """Why its channel failed: the whole connection, or the share alone (a closing connection closes its
+        channels first: it is given a moment to show)."""
+        deadline = time.monotonic() + GONE_WAIT_S
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not self.alive():
+            return "its SSH connection closed: the server, or the network to it, went away"
+        return f"its share went away ({exc or type(exc).__name__})"
 
     def answer(self, answer: type[A], timeout: float | None = None) -> A:
         if self.lost is not None:
@@ -86,9 +97,9 @@ class Channel:
             line = self.receive.readline()
         except OSError as exc:  # a timeout is an OSError
             raise self.lose(f"did not answer within {timeout or self.timeout:g} s" if isinstance(exc, TimeoutError)
-                            else f"the share went away ({exc})") from None
+                            else self._gone(exc)) from None
         if not line:
-            raise self.lose("its channel closed: the server, its SSH connection or its share went away")
+            raise self.lose(self._gone(EOFError("its channel closed")))
         try:
             reply = msg.decode(line)
         except ValueError as exc:
