@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -52,6 +54,8 @@ from .messages import (
 )
 from .run_part import KILL_WAIT_S, RunPart
 
+SILENCE_S = 10.0  # a run's share whose runner says nothing for this long tears itself down
+
 
 def vxlan_works() -> bool:
     """Whether a VXLAN device can be made, tried in a namespace of its own that leaves nothing behind."""
@@ -87,6 +91,31 @@ def session_pid() -> int | None:
 
 def boot_id() -> str:
     return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
+class Silence:
+    """Ends this share (SIGTERM: the fabric unwinds and tears it down, as when its runner dies here) once its runner
+    has said nothing for SILENCE_S while it waited: a runner behind a partition never closes the channel, but its
+    heartbeat (`servers.Heartbeat`) stops. Armed by a run (`Launch`); topo verify sends no heartbeat."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.since: float | None = time.monotonic()  # waiting for the runner since
+        threading.Thread(target=self._watch, name="silence", daemon=True).start()
+
+    def waiting(self) -> None:
+        self.since = time.monotonic()
+
+    def heard(self) -> None:
+        self.since = None
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(1.0)
+            since = self.since
+            if self.armed and since is not None and time.monotonic() - since > SILENCE_S:
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
 
 
 class Served:
@@ -164,11 +193,15 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> int:
                 session = session_pid()
                 say(Built(hosts, fabric.switches.netns_pids(), fabric.state.run_id, responder.port,
                           [os.getpid(), *([session] if session else [])], boot_id()))
+                silence = Silence()
                 for line in stdin:
+                    silence.heard()
                     request = decode(line)
                     if isinstance(request, Stop):
                         break
+                    silence.armed = silence.armed or isinstance(request, Launch)
                     say(served.answer(request))
+                    silence.waiting()
             finally:
                 served.close()
     except (MrclabError, ValueError, OSError, RuntimeError) as exc:

@@ -111,8 +111,12 @@ class Channel:
         return reply
 
     def lose(self, why: str) -> ServerLost:
-        """Mark it gone (no request goes to it any more) and say so."""
-        self.lost = self.lost or why
+        """Mark it gone (no request goes to it any more: its SSH connection is closed, which ends its agents'
+        channels too) and say so."""
+        if self.lost is None:
+            self.lost = why
+            if not isinstance(self.closer, subprocess.Popen):
+                self.closer.close()
         return ServerLost(self.spec, self.lost)
 
     def clock_offset(self) -> clock.Offset:
@@ -140,6 +144,8 @@ class Channel:
         """Stop the share and wait until it has torn down; a lost one is let go."""
         self.stop()
         if isinstance(self.closer, subprocess.Popen):
+            if self.lost is not None:  # failed (it has ended) or hung: its lifeline's signal tears it down
+                self.closer.terminate()
             try:
                 self.closer.wait(timeout=60)
             except subprocess.TimeoutExpired:
@@ -150,31 +156,24 @@ class Channel:
             with contextlib.suppress(OSError):
                 self.chan.settimeout(60)
                 self.receive.read()  # the share has torn down once its output ends
-        self.closer.close()
+            self.closer.close()
 
 
 class Heartbeat:
-    """Keeps asking a server's SSH connection for an answer (an SSH global request, which any sshd answers) in a
-    thread; `silent_s` is how long the question now outstanding has waited (a partition shows as silence,
-    since TCP says nothing)."""
+    """Asks a server's share for its clock every HEARTBEAT_S, in a thread, so that a server that falls silent (a
+    partition: TCP says nothing) is found within LIVENESS_S, and so that the share knows its runner is there (it
+    tears itself down when the questions stop: `server.SILENCE_S`)."""
 
     def __init__(self, channel: Channel) -> None:
-        self.transport = channel.chan.get_transport()
-        self.asked: float | None = None
+        self.channel = channel
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._beat, name=f"heartbeat {channel.spec}", daemon=True)
         self.thread.start()
 
     def _beat(self) -> None:
-        while not self.stopping.is_set() and self.transport.is_active():
-            self.asked = time.monotonic()
-            self.transport.global_request("keepalive@openssh.com", wait=True)
-            self.asked = None
-            self.stopping.wait(HEARTBEAT_S)
-
-    def silent_s(self) -> float:
-        asked = self.asked
-        return 0.0 if asked is None else time.monotonic() - asked
+        with contextlib.suppress(EnvironmentNotReady):  # the channel is marked lost: `Cluster.check` says so
+            while not self.stopping.wait(HEARTBEAT_S):
+                self.channel.ask(msg.Clock(), msg.Clocked, LIVENESS_S)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -357,22 +356,17 @@ class Cluster:
         return 0.0 if offset is None else offset.offset_s
 
     def watch(self) -> None:
-        """The run is on: every server answers within LIVENESS_S from now on, and the SSH ones are heartbeaten."""
+        """The run is on: every server answers within LIVENESS_S from now on, and is asked every HEARTBEAT_S."""
         for i, ch in enumerate(self.channels):
             ch.timeout = LIVENESS_S
-            if ch.chan is not None:
-                self.heartbeats[i] = Heartbeat(ch)
+            self.heartbeats[i] = Heartbeat(ch)
 
     def check(self) -> None:
-        """ServerLost for the first server that is gone: its channel failed, its connection closed, or its heartbeat
-        went unanswered for LIVENESS_S (then its connection is closed, which ends whatever waits on it)."""
-        for i, ch in enumerate(self.channels):
+        """ServerLost for the first server that is gone: its channel failed or went unanswered for LIVENESS_S
+        (its heartbeat's or any request's), or its SSH connection closed."""
+        for ch in self.channels:
             if ch.lost is None and not ch.alive():
-                ch.lose("its SSH connection closed")
-            heartbeat = self.heartbeats.get(i)
-            if ch.lost is None and heartbeat is not None and heartbeat.silent_s() > LIVENESS_S:
-                ch.lose(f"did not answer for {LIVENESS_S:g} s: unreachable")
-                ch.closer.close()
+                ch.lose("its SSH connection closed: the server, or the network to it, went away")
             if ch.lost is not None:
                 raise ServerLost(ch.spec, ch.lost)
 
