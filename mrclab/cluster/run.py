@@ -132,7 +132,8 @@ class ClusterRun(Run):
         return cluster.ask_all(requests, msg.Judged) if requests else {}
 
     def _cost(self, machines: dict[str, list[str]]) -> dict | None:
-        """CPU seconds per delivered MiB over every server (a machine's softirq counted once per machine)."""
+        """CPU seconds per delivered MiB over every server (what is the machine's, softirq and its kernel threads,
+        counted once per machine)."""
         if not self.spent:
             return None
         total = CpuMeter({})
@@ -141,7 +142,8 @@ class ClusterRun(Run):
         for i, spent in self.spent.items():
             spec = self.cluster.servers[i]
             for label, cpu in spent.used.items():
-                total.used[label if label.startswith("agent ") else f"{label} on {spec}"] = cpu
+                if spec in first_of or not label.startswith("ksoftirqd"):
+                    total.used[label if label.startswith("agent ") else f"{label} on {spec}"] = cpu
             total.softirq += spent.softirq if spec in first_of else 0.0
             total.agent_wakeups += spent.wakeups
         return total.per_mib(self.outcome.delivered_bytes)

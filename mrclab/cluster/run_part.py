@@ -14,7 +14,7 @@ from pathlib import Path
 from .. import agents as agents_mod
 from ..metrics.cost import CpuMeter
 from ..metrics.fidelity import CpuSampler
-from ..runstate import live_runs
+from ..runstate import live_runs, proc_text
 from ..spec import scenario as scenario_mod
 from . import messages as msg
 
@@ -24,8 +24,8 @@ KILL_WAIT_S = 5.0  # how long a killed agent is waited for
 class RunPart:
     """What one server runs of a run; `fabric` is its built share."""
 
-    def __init__(self, fabric, log_dir: Path) -> None:
-        self.fabric, self.log_dir = fabric, log_dir
+    def __init__(self, fabric, log_dir: Path, session: int | None) -> None:
+        self.fabric, self.log_dir, self.session = fabric, log_dir, session
         self.procs: dict[str, subprocess.Popen] = {}
         self.sampler: CpuSampler | None = None
         self.meter: CpuMeter | None = None
@@ -54,14 +54,15 @@ class RunPart:
         return msg.Reaped(code, agents_mod.last_line(self._stderr(host)))
 
     def watch(self, request: msg.Watch) -> msg.Watching:
-        """The workload starts: count the emulator's drops from here, and sample this server's CPU."""
+        """The workload starts: count the emulator's drops from here, and sample this server's CPU (what its
+        agents cost, and what carries their channels: this share, its SSH session and the relays under it)."""
         self.fabric.start_counting()
         agents = {proc.pid: f"agent {name}" for name, proc in self.procs.items()}
         packets = self.fabric.packet_pids()
         self.sampler = CpuSampler({**agents, **packets}, others=functools.partial(live_runs, *request.runs),
                                   lab=frozenset(request.lab))
         self.sampler.start()
-        self.meter = CpuMeter({**agents, **packets, os.getpid(): "share"})
+        self.meter = CpuMeter({**agents, **packets, os.getpid(): "share", **channel_pids(self.session)})
         self.meter.start()
         return msg.Watching()
 
@@ -100,3 +101,34 @@ class RunPart:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def channel_pids(session: int | None) -> dict[int, str]:
+    """The SSH session carrying this share and what runs under it besides this share (the agents' relays, and
+    any sudo between), labelled for `CpuMeter`; none for a share of this machine."""
+    if session is None:
+        return {}
+    parents: dict[int, int] = {}
+    names: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = proc_text(f"/proc/{entry}/stat")
+            except OSError:
+                continue
+            names[int(entry)] = stat[stat.index("(") + 1:stat.rindex(")")]
+            parents[int(entry)] = int(stat[stat.rindex(")") + 2:].split()[1])
+    out = {session: "ssh session"}
+    for pid in names:
+        chain, up = [], pid
+        while up in parents and up not in (session, os.getpid(), 1):
+            chain.append(up)
+            up = parents[up]
+        if up == session and chain:
+            try:
+                argv = proc_text(f"/proc/{pid}/cmdline").split("\0")
+            except OSError:
+                continue
+            relay = "cluster-relay" in argv and argv.index("cluster-relay") + 1 < len(argv)
+            out[pid] = f"relay {Path(argv[argv.index('cluster-relay') + 1]).stem}" if relay else names[pid]
+    return out

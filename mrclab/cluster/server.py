@@ -121,9 +121,10 @@ class Silence:
 class Served:
     """The share a `Build` made, and everything asked of it after: one answer per request."""
 
-    def __init__(self, fabric, topology, probes, responder: clock.Responder, log_dir: Path) -> None:
+    def __init__(self, fabric, topology, probes, responder: clock.Responder, log_dir: Path,
+                 session: int | None) -> None:
         self.fabric, self.topology, self.probes, self.responder = fabric, topology, probes, responder
-        self.part = RunPart(fabric, log_dir)
+        self.part = RunPart(fabric, log_dir, session)
 
     def answer(self, request: Message) -> Message:
         part = self.part
@@ -188,9 +189,9 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> int:
                                  fabric.switches.spine_counts)
             mine = share.underlays[share.server].address
             responder = clock.Responder(mine, [u.address for i, u in share.underlays.items() if i != share.server])
-            served = Served(fabric, topology, probes, responder, fabric.state.private_dir())
+            session = session_pid()
+            served = Served(fabric, topology, probes, responder, fabric.state.private_dir(), session)
             try:
-                session = session_pid()
                 say(Built(hosts, fabric.switches.netns_pids(), fabric.state.run_id, responder.port,
                           [os.getpid(), *([session] if session else [])], boot_id()))
                 silence = Silence()
