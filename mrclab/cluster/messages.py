@@ -15,7 +15,7 @@ ends::
     quiesce                  -> spent {used, softirq, wakeups}   (its CPU meter stops)
     read                     -> readings {links, queue, controller}
     judge {emulator_drops, goodput_fraction, latency, link_load}  -> judged {fidelity}
-    reap {host, timeout}     -> reaped {code, tail}       (kill {host} -> reaped: the same, after SIGKILL)
+    reap {host, timeout}     -> reaped {code}             (kill {host} -> reaped: the same, after SIGKILL)
     logs                     -> logged {files}
     stop (or EOF)            -> the share is torn down
 
@@ -249,7 +249,6 @@ class Kill(Message):
 class Reaped(Message):
     TYPE = "reaped"
     code: int | None  # Popen.returncode, None while it runs
-    tail: str         # the last line of its stderr
 
 
 @dataclass(frozen=True)

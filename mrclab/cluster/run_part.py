@@ -51,7 +51,7 @@ class RunPart:
             code: int | None = proc.wait(timeout)
         except subprocess.TimeoutExpired:
             code = None
-        return msg.Reaped(code, agents_mod.last_line(self._stderr(host)))
+        return msg.Reaped(code)
 
     def watch(self, request: msg.Watch) -> msg.Watching:
         """The workload starts: count the emulator's drops from here, and sample this server's CPU (what its

@@ -82,7 +82,7 @@ class Channel:
         """Why its channel failed: the whole connection, or the share alone (a closing connection closes its
         channels first: it is given a moment to show)."""
         deadline = time.monotonic() + GONE_WAIT_S
-        while self.alive() and time.monotonic() < deadline:
+        while self.chan is not None and self.alive() and time.monotonic() < deadline:
             time.sleep(0.01)
         if not self.alive():
             return "its SSH connection closed: the server, or the network to it, went away"

@@ -29,7 +29,7 @@ def test_every_message_survives_a_round_trip():
                     msg.Watching(), msg.Quiesce(), msg.Spent({"agent h0": 0.5}, 0.1, 30), msg.Read(),
                     msg.Readings([{"link": "h0-p0l0"}], [1, 2, 3, 4], {"flow_mods_boot": 0}),
                     msg.Judge(0, 0.8, None, [1e6, 2.5e7]), msg.Judged({"ok": True}), msg.Reap("h0", 1.0),
-                    msg.Kill("h0"), msg.Reaped(None, ""), msg.Logs(), msg.Logged({"agent-h0.jsonl": "{}"})):
+                    msg.Kill("h0"), msg.Reaped(None), msg.Logs(), msg.Logged({"agent-h0.jsonl": "{}"})):
         assert msg.decode(msg.encode(message)) == message
 
 
