@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 ROUNDS = 256  # readings per offset over the underlay (a few ms): the one with the shortest round trip is kept
 WAIT_S = 0.2  # for one answer
+SPIN_S = 0.005  # both ends poll rather than sleep while readings come: a wake-up costs more than the round trip
 _PACKET = struct.Struct("!Qd")  # the reading's number; the answering clock (0.0 in a question)
 
 
@@ -69,16 +70,16 @@ def read(address: str, port: int, rounds: int = ROUNDS) -> Offset:
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     with socket.socket(family, socket.SOCK_DGRAM) as sock:
         sock.connect((address, port))
-        sock.settimeout(WAIT_S)
+        sock.setblocking(False)
         readings = []
         for number in range(1, rounds + 1):
             sent = time.monotonic()
             sock.send(_PACKET.pack(number, 0.0))
-            while True:
+            while time.monotonic() - sent < WAIT_S:
                 try:
                     got, theirs = _PACKET.unpack(sock.recv(64))
-                except TimeoutError:
-                    break
+                except BlockingIOError:
+                    continue
                 except (OSError, struct.error) as exc:
                     raise OSError(f"no clock reading from [{address}]:{port}: {exc}") from None
                 if got == number:  # a late answer to an earlier reading is not this one's
@@ -104,14 +105,25 @@ class Responder:
         self._thread.start()
 
     def _answer(self) -> None:
+        """Sleep until a reading comes, then poll for SPIN_S after each (they come in bursts)."""
         with contextlib.suppress(OSError):
-            while True:
-                data, sender = self.sock.recvfrom(64)
-                now = time.monotonic()
-                if self._closing.is_set():
-                    return
-                if len(data) == _PACKET.size and ipaddress.ip_address(sender[0].split("%")[0]) in self.peers:
-                    self.sock.sendto(_PACKET.pack(_PACKET.unpack(data)[0], now), sender)
+            while not self._closing.is_set():
+                self.sock.setblocking(True)
+                self._one(*self.sock.recvfrom(64))
+                self.sock.setblocking(False)
+                until = time.monotonic() + SPIN_S
+                while time.monotonic() < until and not self._closing.is_set():
+                    try:
+                        data, sender = self.sock.recvfrom(64)
+                    except BlockingIOError:
+                        continue
+                    self._one(data, sender)
+                    until = time.monotonic() + SPIN_S
+
+    def _one(self, data: bytes, sender) -> None:
+        now = time.monotonic()
+        if len(data) == _PACKET.size and ipaddress.ip_address(sender[0].split("%")[0]) in self.peers:
+            self.sock.sendto(_PACKET.pack(_PACKET.unpack(data)[0], now), sender)
 
     def close(self) -> None:
         """Wake the thread (a shut down socket reads as empty at once) and end it."""

@@ -99,11 +99,24 @@ class ClusterRun(Run):
         """The workload stopped: the CPU meters stop and the clocks are read once more."""
         cluster = self.cluster
         self.meter.stop()
-        live = cluster.live()
-        if live:
-            self.spent = cluster.ask_all(dict.fromkeys(live, msg.Quiesce()), msg.Spent)
-        with contextlib.suppress(ServerLost):
+        try:
+            live = cluster.live()
+            self.spent = cluster.ask_all(dict.fromkeys(live, msg.Quiesce()), msg.Spent) if live else {}
             cluster.offsets["end"] = cluster.read_clocks()
+        except ServerLost as exc:
+            self.stopped(exc)
+
+    def _reader(self):
+        """A server that goes away while the figures are read fails the run; the others' are still read."""
+        read = super()._reader()
+
+        def read_servers(what: str, fn, default):
+            try:
+                return read(what, fn, default)
+            except ServerLost as exc:
+                self.stopped(exc)
+                return read(what, fn, default)
+        return read_servers
 
     def _report(self, fabric, read, links: list[dict], stats: dict) -> dict:
         o, cluster = self.outcome, self.cluster
