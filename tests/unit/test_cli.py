@@ -210,3 +210,15 @@ def test_a_second_concurrent_run_is_refused_with_one_line():
 ])
 def test_servers_that_cannot_be_a_cluster_are_refused_before_anything_starts(args, fragment):
     assert_one_line_error(mrclab(*args), 2, fragment)
+
+
+def test_a_cluster_file_is_placed_and_checked_before_anything_starts(tmp_path):
+    planes = tmp_path / "planes.yaml"
+    planes.write_text("servers: [local, root@lab2]\nplacement: planes\n")
+    assert_one_line_error(mrclab("run", "smoke", "--cluster", str(planes)), 2, "host cables between two servers")
+    short = tmp_path / "short.yaml"
+    short.write_text("servers: [local, root@lab2]\nplacement: {h0: 0}\n")
+    assert_one_line_error(mrclab("run", "smoke", "--cluster", str(short)), 2, "every node needs a server")
+    dry = mrclab("run", "smoke", "--servers", "local,root@lab2", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert [s["hosts"] for s in json.loads(dry.stdout)["cluster"]["servers"]] == [["h0", "h1"], ["h2", "h3"]]
