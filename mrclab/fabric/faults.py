@@ -132,6 +132,11 @@ class Faults:
     def queue_waits(self) -> tuple[float, float]:
         """Seconds a packet waited per port on average, in the emulated links' own queues: (data and other
         bulk packets, behind the bytes ahead of them; high-priority packets, behind the frame being sent)."""
+        return queue_waits(*self.queue_totals())
+
+    def queue_totals(self) -> tuple[int, int, int, int]:
+        """What `queue_waits` averages: (ns data packets waited, data packets, ns control packets waited, control
+        packets), summed over the ports this process sends on."""
         waited = bulk = ctl_waited = ctl = 0
         for ifname in self._ports():
             c = self.egress.counters(ifname)
@@ -139,7 +144,7 @@ class Faults:
             bulk += c.tx_packets - c.ctl_packets - c.trims
             ctl_waited += c.ctl_queued_ns
             ctl += c.ctl_packets
-        return _mean(waited, bulk), _mean(ctl_waited, ctl)
+        return waited, bulk, ctl_waited, ctl
 
 
 class OvsFaults(Faults):
@@ -240,7 +245,7 @@ class LinuxFaults(Faults):
     def _set_cables(self, links: list[Link], state: str) -> float:
         batches: dict[int, list[str]] = {}
         senders = self._host_cable_senders(links)
-        pulled = [link for link in links if link.kind == "host"]
+        pulled = [link for link in links if link.kind == "host" and link.a in self.nodes]  # its cable namespace's
         if pulled:
             batches[self.cables.pid] = self.cables.state_lines(pulled, state)
         for link in links:
@@ -289,6 +294,11 @@ def interface_stats(netns_pids: list[int]) -> dict[str, int]:
         for link in json.loads(text or "[]"):
             out[link["ifname"]] = link.get("stats64", {}).get("tx", {}).get("dropped", 0)
     return out
+
+
+def queue_waits(waited: int, bulk: int, ctl_waited: int, ctl: int) -> tuple[float, float]:
+    """`Faults.queue_waits` of totals (`Faults.queue_totals`, summed over the ports of several processes)."""
+    return _mean(waited, bulk), _mean(ctl_waited, ctl)
 
 
 def _mean(total: int, count: int) -> float:

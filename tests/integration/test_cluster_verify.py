@@ -72,10 +72,11 @@ def test_topo_verify_over_two_servers_reached_by_ssh(tmp_path, leftovers):
             TOPO.spines
         assert [s["server"] for s in doc["servers"]] == ["local", sshd.target]
         assert all(s["hosts"] and s["switches"] for s in doc["servers"])
-        for s in doc["servers"]:  # one kernel, one clock: the offset is within its own uncertainty of 0
-            for when in ("start", "end"):
-                clock = s["clock"][when]
-                assert 0 < clock["uncertainty_s"] < 0.05 and abs(clock["offset_s"]) <= clock["uncertainty_s"], s
+        local, remote = doc["servers"]
+        for when in ("start", "end"):  # local is the runner's own clock; server 1 is read over the underlay, and
+            assert local["clock"][when] == {"offset_s": 0.0, "uncertainty_s": 0.0}  # with one kernel, one clock,
+            clock = remote["clock"][when]  # its offset is within its own uncertainty of 0
+            assert 0 < clock["uncertainty_s"] < 1e-3 and abs(clock["offset_s"]) <= clock["uncertainty_s"], remote
         assert "2 servers" in doc["datapath_detail"]
         for s in doc["servers"]:
             assert leftovers(f"m{s['run_id']}") == []
