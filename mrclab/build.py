@@ -21,8 +21,8 @@ PACKAGE = Path(__file__).resolve().parent
 # the per-packet transport: its state machine, wire format, timers and congestion control (the simulator and
 # the scapy layer drive it and stay Python)
 COMPILED = ("transport/__init__.py", "transport/config.py", "transport/connection.py", "transport/counters.py",
-            "transport/ev.py", "transport/events.py", "transport/receiver.py", "transport/rtt.py",
-            "transport/sender.py", "transport/wire.py", "transport/congestion/__init__.py",
+            "transport/departures.py", "transport/ev.py", "transport/events.py", "transport/receiver.py",
+            "transport/rtt.py", "transport/sender.py", "transport/wire.py", "transport/congestion/__init__.py",
             "transport/congestion/base.py", "transport/congestion/dcqcn.py", "transport/congestion/nscc.py")
 EXTENSIONS = {"agent/_batchio.c": "mrclab.agent._batchio"}  # C source -> module (sendmmsg, recvmmsg)
 GROUP = "mrclab_transport"  # mypyc's shared library for the compiled modules: mrclab_transport__mypyc.*.so
