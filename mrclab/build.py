@@ -1,10 +1,12 @@
-"""Which build of the transport runs: compiled by mypyc (setup.py builds it where a C compiler is), or the pure
-Python sources, which stay the reference.
+"""Which build of the transport runs: compiled (setup.py builds it where a C compiler is), or the pure Python
+sources, which stay the reference.
 
-The compiled modules sit beside their sources, and Python prefers them; the sources run instead when
-``MRCLAB_PURE=1`` is set, when the build is incomplete, or when a source is newer than the compiled code (an
-edited checkout not yet rebuilt: ``make build``), so an edit is never shadowed by a stale build. This module
-imports only the standard library: setup.py reads `COMPILED` from it before mrclab is installed.
+The compiled build is the transport compiled by mypyc (`COMPILED`) and the agent's batched datagram I/O in C
+(`EXTENSIONS`: ``agent/batchio.py`` is its interface and its Python twin). The compiled modules sit beside
+their sources, and Python prefers them; the sources run instead when ``MRCLAB_PURE=1`` is set, when the build
+is incomplete, or when a source is newer than the compiled code (an edited checkout not yet rebuilt: ``make
+build``), so an edit is never shadowed by a stale build. This module imports only the standard library:
+setup.py reads `COMPILED` and `EXTENSIONS` from it before mrclab is installed.
 """
 from __future__ import annotations
 
@@ -19,9 +21,10 @@ PACKAGE = Path(__file__).resolve().parent
 # the per-packet transport: its state machine, wire format, timers and congestion control (the simulator and
 # the scapy layer drive it and stay Python)
 COMPILED = ("transport/__init__.py", "transport/config.py", "transport/connection.py", "transport/counters.py",
-            "transport/ev.py", "transport/events.py", "transport/receiver.py", "transport/rtt.py",
-            "transport/sender.py", "transport/wire.py", "transport/congestion/__init__.py",
+            "transport/departures.py", "transport/ev.py", "transport/events.py", "transport/receiver.py",
+            "transport/rtt.py", "transport/sender.py", "transport/wire.py", "transport/congestion/__init__.py",
             "transport/congestion/base.py", "transport/congestion/dcqcn.py", "transport/congestion/nscc.py")
+EXTENSIONS = {"agent/_batchio.c": "mrclab.agent._batchio"}  # C source -> module (sendmmsg, recvmmsg)
 GROUP = "mrclab_transport"  # mypyc's shared library for the compiled modules: mrclab_transport__mypyc.*.so
 
 
@@ -45,15 +48,18 @@ def choose() -> tuple[str, str]:
         return "pure", "MRCLAB_PURE=1"
     shims = [_extension(PACKAGE / source.removesuffix(".py")) for source in COMPILED]
     code = _extension(PACKAGE.parent / SHARED)
-    if not code and not any(shims):
+    extensions = {source: _extension(PACKAGE / source.removesuffix(".c")) for source in EXTENSIONS}
+    if not code and not any(shims) and not any(extensions.values()):
         return "pure", "not compiled (no C compiler or mypyc when it was installed, or MRCLAB_PURE=1 then)"
-    if not code or not all(shims):
+    if not code or not all(shims) or not all(extensions.values()):
         return "pure", "the compiled build is incomplete (run `make build`)"
     # the compiled code is in the shared library (a module's own file is a shim, rewritten only when it changes)
     built_at = code.stat().st_mtime
-    if stale := [s for s in COMPILED if (PACKAGE / s).stat().st_mtime > built_at]:
+    stale = [s for s in COMPILED if (PACKAGE / s).stat().st_mtime > built_at]
+    stale += [s for s, built in extensions.items() if built and (PACKAGE / s).stat().st_mtime > built.stat().st_mtime]
+    if stale:
         return "pure", f"the compiled build is older than {stale[0]} (run `make build`)"
-    return "compiled", "mypyc"
+    return "compiled", "mypyc, sendmmsg/recvmmsg"
 
 
 class _Files(importlib.abc.MetaPathFinder):

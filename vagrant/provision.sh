@@ -108,13 +108,14 @@ python_env() {
     MRCLAB_PURE=1 .venv/bin/python -m pip install -q -e '.[test]'
     touch "$stamp"
   fi
-  # The transport compiled with mypyc (mrclab/build.py), when it is missing or older than its sources.
+  # The compiled build (mrclab/build.py: the transport by mypyc, the agent's batched datagram I/O in C), when it
+  # is missing or older than its sources.
   # MRCLAB_PURE=1 keeps the pure-Python build; so does a machine without a C compiler.
   if [ "${MRCLAB_PURE:-}" != 1 ] && ! .venv/bin/python -c 'import sys; from mrclab import build; sys.exit(build.BUILD != "compiled")'; then
-    echo "provision: compiling the transport with mypyc (a minute or two)"
+    echo "provision: compiling the transport with mypyc and the batched I/O (a minute or two)"
     # (an edit that leaves the C code as it was relinks nothing: the library is then as new as the sources)
     if .venv/bin/python setup.py -q build_ext --inplace > .venv/mypyc-build.log 2>&1; then
-      touch -c mrclab_transport__mypyc.*.so
+      touch -c mrclab_transport__mypyc.*.so mrclab/agent/_batchio.*.so
     else
       echo "provision: the transport did not compile (see .venv/mypyc-build.log); pure Python runs instead" >&2
     fi

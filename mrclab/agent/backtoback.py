@@ -19,8 +19,9 @@ def ip(*args: str) -> str:
     return subprocess.run(["ip", *args], check=True, capture_output=True, text=True).stdout
 
 
-def wire(state: RunState, plan: Plan, namespaces: dict[int, str]) -> None:
-    """Create the two namespaces of ``namespaces`` (host index -> name, run-prefixed) and wire them."""
+def wire(state: RunState, plan: Plan, namespaces: dict[int, str], mtu: int | None = None) -> None:
+    """Create the two namespaces of ``namespaces`` (host index -> name, run-prefixed) and wire them; ``mtu``: the
+    NICs' (the kernel's default, 1500, when None: a larger datagram then travels in fragments)."""
     for ns in namespaces.values():
         state.add_namespace(ns)
         ip("netns", "add", ns)
@@ -29,7 +30,8 @@ def wire(state: RunState, plan: Plan, namespaces: dict[int, str]) -> None:
     (a, ns_a), (b, ns_b) = namespaces.items()
     for k in range(plan.planes):
         nic = f"p{k}"
-        ip("-n", ns_a, "link", "add", nic, "type", "veth", "peer", "name", nic, "netns", ns_b)
+        ip("-n", ns_a, "link", "add", nic, *(["mtu", str(mtu)] if mtu else []), "type", "veth", "peer", "name", nic,
+           *(["mtu", str(mtu)] if mtu else []), "netns", ns_b)
         macs = {h: json.loads(ip("-n", ns, "-j", "link", "show", nic))[0]["address"] for h, ns in namespaces.items()}
         for h, other in ((a, b), (b, a)):
             ns = namespaces[h]

@@ -29,10 +29,12 @@ transport's clock (and its delay-driven window) sees the host's queueing. ``IPV6
 makes the kernel report a datagram a qdisc refused (``ENOBUFS``) instead of swallowing it;
 it is retried after ``ENOBUFS_RETRY``. Nothing is dropped on the host without a trace.
 
-The per-packet path is kept short: receives are drained in batches of ``RECV_BATCH``
-(then timers run and answers go out, so SACKs are never held behind a long drain), a
-connection touched in a batch is flushed once per batch, and each (connection, EV) caches
-its ready ``(sendto, address)`` pair, each source address its peer.
+The per-packet path is kept short (:mod:`.batchio`): a socket's receives are drained in batches of up
+to ``batchio.BATCH`` datagrams into reused slots, one ``recvmmsg`` each in the compiled build (then
+timers run and answers go out, so SACKs are never held behind a long drain); a connection touched in
+a batch is flushed once per batch, and what it hands out leaves in one ``sendmmsg`` per plane socket,
+each datagram to its own address. Each (connection, EV) caches its ready ``(socket, address)`` pair,
+each source address its peer.
 """
 from __future__ import annotations
 
@@ -41,18 +43,16 @@ import functools
 import heapq
 import socket
 import time
-from collections import deque
 from collections.abc import Sequence
 
 from ..addressing import HOST_BASE, Plan, decode
 from ..transport import TransportConfig, WireError
 from ..transport.wire import MRC_UDP_PORT, peek_conn_id
-from . import ecn
+from . import batchio, ecn
 from .endpoint import Emit, MrcEndpoint, Peer
 from .loop import Attached, Reactor
 from .payload import Payloads
 
-RECV_BATCH = 64
 RCVBUF = 8 << 20
 PLANE_SNDBUF = 32 << 10
 """Requested SO_SNDBUF of a plane socket. The kernel doubles it and charges each datagram its
@@ -97,12 +97,14 @@ def _udp_socket(address: tuple, sndbuf: int | None) -> socket.socket:
 
 class MrcDatapath(MrcEndpoint, Attached):
     """With `entropy` (ECMP routing: [plane][entropy] sending sockets), EVs become (plane, entropy) and
-    packets go to host addresses; without it, EVs are uSID paths sent through the plane sockets."""
+    packets go to host addresses; without it, EVs are uSID paths sent through the plane sockets. `io`: how the
+    sockets are driven (:mod:`.batchio`; the build's own by default)."""
 
     def __init__(self, plane_sockets: list[socket.socket], wildcard: socket.socket | None, plan: Plan, host: int,
                  config: TransportConfig, payloads: Payloads, emit: Emit,
                  entropy: list[list[socket.socket]] | None = None, port: int = MRC_UDP_PORT,
-                 qp_configs: Sequence[tuple[int, int, TransportConfig]] = ()) -> None:
+                 qp_configs: Sequence[tuple[int, int, TransportConfig]] = (), io: batchio.PythonIo | None = None
+                 ) -> None:
         super().__init__(plan, host, config, payloads, emit, qp_configs=qp_configs)
         self._planes = plane_sockets
         self._port = port
@@ -111,15 +113,14 @@ class MrcDatapath(MrcEndpoint, Attached):
         senders = [sock for plane in self._plane_senders for sock in plane]
         readers = plane_sockets if entropy is None else plane_sockets + senders  # senders too: their error queues
         self._sockets = readers + ([wildcard] if wildcard is not None else [])
-        self._sources: dict[str, int] = {}  # source address -> peer host, -1 for a stranger
+        self._sources: dict[batchio.Source, int] = {}  # source address -> peer host, -1 for a stranger
         self._dirty: list[Peer] = []
         self._timers: list[tuple[float, int, Peer]] = []
         self._timer_seq = 0
-        self._backlogs: dict[socket.socket, deque] = {sock: deque() for sock in senders}  # (address, datagram)
+        self._backlogs: dict[socket.socket, list] = {sock: [] for sock in senders}  # (address, datagram), in order
         self._blocked = 0  # backlogs holding datagrams
         self._starved: list[Peer] = []  # peers not flushed while a backlog was blocked
-        self._rx_buffer = bytearray(65535)  # every datagram is read into this one (see on_readable)
-        self._rx_view = memoryview(self._rx_buffer)
+        self._io = io or batchio.default()  # every datagram is read into its slots (see on_readable)
         self._retry_at: float | None = None
 
     def attach(self, reactor: Reactor) -> None:
@@ -129,30 +130,24 @@ class MrcDatapath(MrcEndpoint, Attached):
 
 
     def on_readable(self, sock: socket.socket) -> None:
-        """Read what is ready (up to RECV_BATCH datagrams) into the one reused buffer: a connection reads a
+        """Read what is ready (up to ``batchio.BATCH`` datagrams) into the I/O's reused slots: a connection reads a
         datagram during ``receive`` and keeps nothing of it (payload bytes are copied into their message), so no
         datagram costs an allocation of its own, which would also fragment the heap of a long run."""
         now = time.monotonic()
-        recv = sock.recvmsg_into
-        into = [self._rx_buffer]
-        view = self._rx_view
-        congested = ecn.congestion_experienced
-        ancillary = ecn.ANCILLARY_SIZE
+        try:
+            batch = self._io.receive(sock)
+        except OSError:
+            self._socket_error(sock)
+            return
+        views = self._io.views
         sources = self._sources
         peers = self._peers
         dirty = self._dirty
-        for _ in range(RECV_BATCH):
-            try:
-                size, ancdata, _flags, addr = recv(into, ancillary)
-                data = view[:size]
-            except BlockingIOError:
-                return
-            except OSError as err:
-                self._socket_error(sock, err)
-                return
-            peer = sources.get(addr[0])
+        for slot, (size, source, ce) in enumerate(batch):
+            data = views[slot][:size]
+            peer = sources.get(source)
             if peer is None:
-                peer = self._learn_source(addr[0])
+                peer = self._learn_source(source)
             try:
                 key = (peer, peek_conn_id(data))
             except WireError:
@@ -163,7 +158,7 @@ class MrcDatapath(MrcEndpoint, Attached):
             p = peers.get(key)
             if p is None:
                 p = self._peer_of(*key)
-            p.conn.receive(data, None, now, ce=congested(ancdata))
+            p.conn.receive(data, None, now, ce=ce)
             if not p.queued:
                 p.queued = True
                 dirty.append(p)
@@ -216,40 +211,51 @@ class MrcDatapath(MrcEndpoint, Attached):
                     heapq.heappush(self._timers, (timer, self._timer_seq, p))
 
     def _send(self, p: Peer, out: list) -> None:
+        """One batch per plane socket, each in the order the connection handed its datagrams out; a plane
+        whose backlog already holds datagrams queues behind them."""
         routes = p.addrs
-        backlogs = self._backlogs
+        batches: dict[socket.socket, list] = {}
         for ev, datagram in out:
             route = routes.get(ev)
             if route is None:
                 route = self._route(p, ev)
             sock, addr = route
-            if self._blocked and backlogs[sock]:
-                backlogs[sock].append((addr, datagram))  # keep the plane's order
-                continue
-            try:
-                sock.sendto(datagram, addr)
-            except OSError as err:
-                if self._full(sock, err):
-                    self._blocked += 1
-                    backlogs[sock].append((addr, datagram))
-                else:
-                    self._send_again(sock, addr, datagram)
+            batch = batches.get(sock)
+            if batch is None:
+                batch = batches[sock] = []
+            batch.append((addr, datagram))
+        backlogs = self._backlogs
+        for sock, batch in batches.items():
+            backlog = backlogs[sock]
+            if backlog:
+                backlog.extend(batch)  # keep the plane's order
+            elif self._send_all(sock, batch):
+                self._blocked += 1
+                backlog.extend(batch)
+
+    def _send_all(self, sock: socket.socket, batch: list) -> bool:
+        """Send ``batch``; True when the socket said "not now" (see `_full`), the datagrams sent dropped from the
+        front of ``batch`` and the rest left in it, in order. A datagram refused for another reason is tried
+        once more (`_send_again`) and the rest go on."""
+        start = 0
+        send = self._io.send
+        while start < len(batch):
+            sent, err = send(sock, batch, start)
+            start += sent
+            if not err:
+                break
+            if self._full(sock, err):
+                del batch[:start]
+                return True
+            self._send_again(sock, *batch[start])
+            start += 1
+        batch.clear()
+        return False
 
     def _send_backlog(self, sock: socket.socket) -> None:
         backlog = self._backlogs[sock]
-        if not backlog:
-            return
-        sendto = sock.sendto
-        while backlog:
-            addr, datagram = backlog[0]
-            try:
-                sendto(datagram, addr)
-            except OSError as err:
-                if self._full(sock, err):
-                    return
-                self._send_again(sock, addr, datagram)
-            backlog.popleft()
-        self._unblocked()
+        if backlog and not self._send_all(sock, backlog):
+            self._unblocked()
 
     def _unblocked(self) -> None:
         """A backlog emptied: once none holds datagrams, the connections held back meanwhile send again."""
@@ -259,34 +265,33 @@ class MrcDatapath(MrcEndpoint, Attached):
                 self._mark(p)
             self._starved.clear()
 
-    def _full(self, sock: socket.socket, err: OSError) -> bool:
-        """Whether a failed ``sendto`` means "not now": the socket is full (``EAGAIN``: this NIC's share
-        of the send buffer is used up; retried when writable) or a qdisc refused it (``ENOBUFS``;
+    def _full(self, sock: socket.socket, err: int) -> bool:
+        """Whether a refused datagram (``err``, its errno) means "not now": the socket is full (``EAGAIN``: this
+        NIC's share of the send buffer is used up; retried when writable) or a qdisc refused it (``ENOBUFS``;
         retried after ``ENOBUFS_RETRY``). Any other error is counted and answered with False."""
-        if isinstance(err, BlockingIOError):
+        if err in batchio.BLOCKED:
             self.reactor.add_writer(sock, lambda: self._on_writable(sock))
-        elif err.errno == errno.ENOBUFS:
+        elif err == errno.ENOBUFS:
             if self._retry_at is None:
                 self._retry_at = time.monotonic() + ENOBUFS_RETRY
         else:
-            self._socket_error(sock, err)
+            self._socket_error(sock)
             return False
         self.counters["send_retries"] += 1
         return True
 
-    def _send_again(self, sock: socket.socket, addr: tuple, datagram) -> None:
+    def _send_again(self, sock: socket.socket, addr: batchio.Address, datagram) -> None:
         """After an error that was about an earlier datagram (an ICMP error reported on this call, so this
         one never left): one more try; if that fails too, the datagram is lost like on a wire."""
-        try:
-            sock.sendto(datagram, addr)
-        except OSError:
+        sent, _err = self._io.send(sock, [(addr, datagram)])
+        if not sent:
             self.counters["socket_errors"] += 1
 
     def _on_writable(self, sock: socket.socket) -> None:
         self.reactor.remove_writer(sock)
         self._send_backlog(sock)
 
-    def _socket_error(self, sock: socket.socket, err: OSError) -> None:
+    def _socket_error(self, sock: socket.socket) -> None:
         """An error the kernel queued on a socket (IPV6_RECVERR): count it and drain the error queue."""
         self.counters["socket_errors"] += 1
         while True:
@@ -318,7 +323,7 @@ class MrcDatapath(MrcEndpoint, Attached):
                 self._reactor.remove_writer(sock)
             sock.close()
 
-    def _route(self, p: Peer, ev: int) -> tuple[socket.socket, tuple]:
+    def _route(self, p: Peer, ev: int) -> tuple[socket.socket, batchio.Address]:
         """The sending socket and the destination of one EV towards the peer: the plane socket and the
         uSID path, or (ECMP) the EV's entropy socket and the peer's host address."""
         plane, spine = self._plan.ev_path(ev)
@@ -326,20 +331,20 @@ class MrcDatapath(MrcEndpoint, Attached):
             sock, address = self._planes[plane], self._plan.ev_address(self._host, p.peer, ev)
         else:
             sock, address = self._entropy[plane][spine], self._plan.host_address(plane, p.peer)
-        route = p.addrs[ev] = (sock, (str(address), self._port, 0, 0))
+        route = p.addrs[ev] = (sock, self._io.address(str(address), self._port))
         return route
 
-    def _learn_source(self, address: str) -> int:
+    def _learn_source(self, source: batchio.Source) -> int:
         """The peer host behind a source address ``fcbb:<plane>:<host uSID>::``; -1 if it is none of ours."""
         try:
-            plane, usids = decode(address)
+            plane, usids = decode(self._io.source_text(source))
         except ValueError:
             usids = ()
             plane = -1
         peer = usids[0] - HOST_BASE if len(usids) == 1 else -1
         if not (0 <= plane < self._plan.planes and 0 <= peer < self._plan.hosts and peer != self._host):
             peer = -1
-        self._sources[address] = peer
+        self._sources[source] = peer
         return peer
 
     def _mark(self, p: Peer) -> None:

@@ -62,6 +62,7 @@ from typing import NamedTuple
 
 from ..errors import EnvironmentNotReady
 from ..runstate import RunState, trusted_dir
+from ..transport.departures import NIC_BURST
 from ..transport.wire import ETHERNET_HEADER
 
 SOURCE = Path(__file__).with_name("bpf") / "egress.c"
@@ -319,13 +320,15 @@ class Egress:
 
     @staticmethod
     def _htb_classes(verb: str, ifname: str, rate_bps: int, mtu: int) -> list[str]:
+        """The port's classes; their burst is the one the agents' model of a host NIC assumes (NIC_BURST)."""
         quantum = mtu + ETHERNET_HEADER
         trimmed = max(rate_bps // _HTB_TRIMMED_SHARE, 8)
-        return [f"class {verb} dev {ifname} parent 1: classid 1:1 htb rate {rate_bps}bit quantum {quantum}",
+        burst = f"burst {NIC_BURST}b cburst {NIC_BURST}b"
+        return [f"class {verb} dev {ifname} parent 1: classid 1:1 htb rate {rate_bps}bit {burst} quantum {quantum}",
                 f"class {verb} dev {ifname} parent 1:1 classid 1:10 htb rate {trimmed}bit ceil {rate_bps}bit "
-                f"prio 0 quantum {quantum}",
+                f"{burst} prio 0 quantum {quantum}",
                 f"class {verb} dev {ifname} parent 1:1 classid 1:20 htb rate {rate_bps - trimmed}bit "
-                f"ceil {rate_bps}bit prio 1 quantum {quantum}"]
+                f"ceil {rate_bps}bit {burst} prio 1 quantum {quantum}"]
 
     @staticmethod
     def _tc(port: _Port, commands: list[str]) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from ..actions import perform
 from ..layout import Layout
 from ..netns import ip_batches
-from ..spec.topology import Link, Topology
+from ..spec.topology import PATH_HOPS, Link, Topology
 from . import ovs
 
 
@@ -130,20 +130,24 @@ class Faults:
         return rows
 
     def queue_waits(self) -> tuple[float, float]:
-        """Seconds a packet waited per port on average, in the emulated links' own queues: (data and other
-        bulk packets, behind the bytes ahead of them; high-priority packets, behind the frame being sent)."""
+        """Seconds a packet waits in the emulated links' own queues along a path, each hop a per-port mean: (a
+        DATA packet behind the bytes ahead of it, over the path's switch ports; its SACK, a high-priority packet,
+        behind the frame being sent, over every port of the path back). A DATA packet's wait at its host's NIC is
+        the sender's own pacing, which the agents leave out of their RTT samples (they date each packet by when
+        its NIC sends it: `mrclab.transport.departures`), so it is left out here too."""
         return queue_waits(*self.queue_totals())
 
     def queue_totals(self) -> tuple[int, int, int, int]:
-        """What `queue_waits` averages: (ns data packets waited, data packets, ns control packets waited, control
-        packets), summed over the ports this process sends on."""
+        """What `queue_waits` averages: (ns data packets waited at switch ports, those data packets, ns control
+        packets waited, control packets), summed over the ports this process sends on."""
         waited = bulk = ctl_waited = ctl = 0
-        for ifname in self._ports():
+        for ifname, (_link, node, _peer) in self._ports().items():
             c = self.egress.counters(ifname)
-            waited += c.queued_ns
-            bulk += c.tx_packets - c.ctl_packets - c.trims
             ctl_waited += c.ctl_queued_ns
             ctl += c.ctl_packets
+            if node not in self.layout.hosts:
+                waited += c.queued_ns
+                bulk += c.tx_packets - c.ctl_packets - c.trims
         return waited, bulk, ctl_waited, ctl
 
 
@@ -298,7 +302,7 @@ def interface_stats(netns_pids: list[int]) -> dict[str, int]:
 
 def queue_waits(waited: int, bulk: int, ctl_waited: int, ctl: int) -> tuple[float, float]:
     """`Faults.queue_waits` of totals (`Faults.queue_totals`, summed over the ports of several processes)."""
-    return _mean(waited, bulk), _mean(ctl_waited, ctl)
+    return (PATH_HOPS - 1) * _mean(waited, bulk), PATH_HOPS * _mean(ctl_waited, ctl)
 
 
 def _mean(total: int, count: int) -> float:

@@ -43,17 +43,16 @@ SATURATED_PCT = 90.0
 SATURATED_SHARE = 0.25
 TICKS = os.sysconf("SC_CLK_TCK")
 EMULATOR_SHARE_LIMIT = 0.5
-PATH_HOPS = 4  # egress ports on every path of a two-tier Clos: host NIC, leaf up, spine down, leaf down
 
 
 def latency_split(rtt_mean_s: float | None, base_rtt_s: float | None, data_wait_s: float,
                   control_wait_s: float) -> dict | None:
     """The mean RTT under load in three parts: the base RTT, the emulated links' queueing (a data packet's
-    waits on its way out, its SACK's on the way back, each a per-port mean), and the emulator's own delay;
-    None without RTT samples (TCP agents report none)."""
+    waits on its way out, its SACK's on the way back, each along the path: the engine's ``queue_waits``), and
+    the emulator's own delay; None without RTT samples (TCP agents report none)."""
     if rtt_mean_s is None or base_rtt_s is None:
         return None
-    links = PATH_HOPS * (data_wait_s + control_wait_s)
+    links = data_wait_s + control_wait_s
     return {"rtt_mean_s": round(rtt_mean_s, 6), "base_s": round(base_rtt_s, 6), "links_s": round(links, 6),
             "emulator_s": round(max(0.0, rtt_mean_s - base_rtt_s - links), 6)}
 

@@ -28,8 +28,8 @@ from ..actions import perform
 from ..agent.ecmp import flow_hash
 from ..controller.ecmp_flows import members
 from ..routing import ROUTINGS
+from ..spec.topology import PATH_HOPS, Topology, node_parts
 from ..spec.topology import Link as Cable
-from ..spec.topology import Topology, node_parts
 from ..transport.config import CC_TARGET_DELAY_FLOOR, TransportConfig
 from ..transport.sim import Link, Network
 
@@ -259,9 +259,10 @@ class SimFabric:
         return rows
 
     def queue_waits(self) -> tuple[float, float]:
-        """Mean seconds a bulk packet waited per port (high-priority packets skip the queue: 0)."""
+        """Seconds a bulk packet waits along a path, each of its hops the per-port mean, its host's NIC included
+        (the simulated senders date packets when they hand them over); high-priority packets skip the queue: 0."""
         bulk = sum(link.tx_packets - link.priority_packets for link in self.links.values())
-        return (sum(link.queued for link in self.links.values()) / bulk if bulk else 0.0), 0.0
+        return PATH_HOPS * (sum(link.queued for link in self.links.values()) / bulk if bulk else 0.0), 0.0
 
     def controller_stats(self) -> dict:
         """No controller runs: static routes never change after boot; ECMP counts its member rewrites."""

@@ -28,8 +28,8 @@ class SimHost(MrcEndpoint):
     def __init__(self, net: Network, plan: Plan, host: int, emit, *, scenario: Scenario, payloads: Payloads) -> None:
         mtu = scenario.topology.mtu
         config = configure(effective_options(scenario), mtu, TRANSPORTS[scenario.transport].single_path,
-                           pace_slack=0.0)
-        qp_configs = [(first, end, configure(options, mtu, single_path=False, pace_slack=0.0))
+                           pace_slack=0.0, pace_ahead=0.0)
+        qp_configs = [(first, end, configure(options, mtu, single_path=False, pace_slack=0.0, pace_ahead=0.0))
                       for first, end, options in qp_options(scenario)]
         super().__init__(plan, host, config, payloads, emit, qp_configs=qp_configs, clock=lambda: net.now)
         self.net = net

@@ -33,6 +33,10 @@ _INDEX = "(0|[1-9][0-9]{0,3})"  # ASCII digits in canonical form: h0 and h10, ne
 _NODE = re.compile(rf"p{_INDEX}(l|s){_INDEX}|h{_INDEX}")
 
 
+PATH_HOPS = 4
+"""Egress ports on every path between two hosts of a two-tier Clos: host NIC, leaf up, spine down, leaf down."""
+
+
 @dataclass(frozen=True)
 class Link:
     """One cable. `a` is the lower tier (host or leaf), `b` the upper one (leaf or spine)."""

@@ -121,6 +121,17 @@ class TransportConfig:
     """Seconds ahead of its time a paced packet may leave: the owner's timer granularity. An owner that wakes
     for anything (a SACK, another timer) sends what falls due before it could wake again, instead of waking
     once more for it; the bucket runs that far into debt, so the rate is kept."""
+    pace_ahead: float = 0.0
+    """Seconds of the pacer's schedule handed to the NICs at once, in bursts: a sender woken for pacing (or
+    anything else) sends what falls due within this, and asks to wake again only when the next packet is
+    ``pace_slack`` from due, so each pacing wake-up carries several packets while the NICs, each draining at
+    ``nic_rate``, put them on the wire at line rate. Each DATA packet is then dated by when its NIC sends it,
+    not when it was handed over (an owner's model of its NICs: :mod:`.departures`), so RTT samples, loss
+    detection and the pacing rate mean what they mean without bursts. Needs ``nic_rate``; 0 (or less than
+    ``pace_slack``): no bursts."""
+    nic_rate: float = 0.0
+    """Bytes of UDP payload per second one of the host's NICs puts on the wire (its line rate; 0: unknown): what
+    ``pace_ahead`` dates packets by. The runner sets it from the host links."""
     single_path: bool = False
     """One EV per connection, never retired, never probed (the ``single-path`` and ``roce`` transports)."""
     go_back_n: bool = False
@@ -164,6 +175,8 @@ class TransportConfig:
             ("dcqcn_ai", 0 <= self.dcqcn_ai <= 1, "between 0 and 1"),
             ("pace_rate", self.pace_rate >= 0, ">= 0"),
             ("pace_slack", self.pace_slack >= 0, ">= 0"),
+            ("pace_ahead", self.pace_ahead >= 0, ">= 0"),
+            ("nic_rate", self.nic_rate >= 0, ">= 0"),
             ("pace_depth", self.pace_rate == 0 or self.pace_depth >= self.packet_size,
              f">= one packet (mss + {DATA_HEADER_LEN}) when pace_rate is set"),
         )
@@ -187,11 +200,12 @@ class TransportConfig:
         10 ms 41%, 17 ms (this rule) 47%; 50 ms overshot into trims.
 
         ``pace_rate``: the host's line rate over all planes, in UDP payload bytes (a frame adds
-        Ethernet, IPv6 and UDP headers to the payload); ``pace_depth``: two full packets per plane."""
+        Ethernet, IPv6 and UDP headers to the payload); ``nic_rate``: one NIC's; ``pace_depth``: two full
+        packets per plane."""
         payload = mtu - IP_UDP_OVERHEAD
+        nic_rate = link_rate_bps / 8 * payload / (mtu + ETHERNET_HEADER)
         return {"cc_target_delay": max(CC_TARGET_DELAY_FLOOR, 6 * mtu * 8 / link_rate_bps),
-                "pace_rate": planes * link_rate_bps / 8 * payload / (mtu + ETHERNET_HEADER),
-                "pace_depth": planes * 2 * payload}
+                "pace_rate": planes * nic_rate, "nic_rate": nic_rate, "pace_depth": planes * 2 * payload}
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | None) -> TransportConfig:
@@ -218,7 +232,8 @@ UNITS: dict[str, str] = {
     "cc_init_window": "bytes", "cc_max_window": "bytes", "cc_base_rtt": "s", "cc_target_delay": "s",
     "cc_delay_filter": "count", "cc_algorithm": "name", "dcqcn_period": "s", "dcqcn_g": "x", "dcqcn_ai": "x",
     "cc_ai": "x", "cc_fi": "x", "cc_md": "x", "cc_trim_md": "x", "pace_rate": "bytes/s", "pace_depth": "bytes",
-    "pace_slack": "s", "single_path": "bool", "go_back_n": "bool", "max_message": "bytes",
+    "pace_slack": "s", "pace_ahead": "s", "nic_rate": "bytes/s", "single_path": "bool", "go_back_n": "bool",
+    "max_message": "bytes",
 }
 """The unit of every option: ``s`` takes ``5ms`` or a number of seconds, ``bytes`` takes ``64KiB`` or a number,
 ``count`` a whole number, ``x`` a plain number, ``bytes/s`` a number, ``name`` a string (`PARSERS`). Ranges are

@@ -19,6 +19,7 @@ from typing import Any
 
 from .config import TransportConfig
 from .counters import Counters
+from .departures import Departures
 from .ev import EvSet, EvState
 from .receiver import Receiver
 from .sender import Sender
@@ -28,13 +29,15 @@ from .wire import Data, Nack, Probe, Sack, WireError, decode
 class Connection:
     def __init__(self, conn_id: int, evs: list[int], ev_plane: Callable[[int], int], *,
                  config: TransportConfig | None = None, ev_path: Callable[[int], Hashable] | None = None,
-                 first_slot: int = 0) -> None:
+                 first_slot: int = 0, departures: Departures | None = None) -> None:
         """``evs``: every EV this connection may use; the first ``ev_count`` (balanced over planes) are
         active, the rest are spares for retired ones. ``ev_plane``: the plane an EV steers to.
         ``ev_path``: the path an EV steers to (any hashable; EVs that share a path fail together), when the
         sender writes the path (SRv6); None when the fabric hides it (ECMP): then each EV is its own path.
         ``first_slot``: the active EV spraying starts at (modulo their number); an owner of many connections gives
-        each its own, so that connections started together do not all put their first packets on one path."""
+        each its own, so that connections started together do not all put their first packets on one path.
+        ``departures``: the owner's model of its NICs (shared by its connections), which dates each DATA packet of a
+        burst by when its NIC sends it: what ``config.pace_ahead`` needs."""
         config = config or TransportConfig()
         if not 0 <= conn_id <= 0xFFFFFFFF:
             raise ValueError(f"conn_id {conn_id} does not fit in 32 bits")
@@ -47,7 +50,8 @@ class Connection:
                           probe_successes=config.probe_successes, single_path=config.single_path,
                           events=self._events, counters=self.counters, ev_path=ev_path,
                           first_slot=first_slot)
-        self._tx = Sender(conn_id, config, self._evs, events=self._events, counters=self.counters)
+        self._tx = Sender(conn_id, config, self._evs, events=self._events, counters=self.counters,
+                          departures=departures)
         self._rx = Receiver(conn_id, config, self._events, self.counters)
 
     # -- driving it ------------------------------------------------------------------------------

@@ -67,6 +67,7 @@ from collections import deque
 from .config import TransportConfig
 from .congestion import create as create_cc
 from .counters import Counters
+from .departures import Departures
 from .ev import Ev, EvSet
 from .events import MessageCompleted, MessageFailed, NicStateChanged
 from .rtt import RttEstimator
@@ -146,7 +147,8 @@ class _TxPacket:
 
 
 class Sender:
-    def __init__(self, conn_id: int, config: TransportConfig, evs: EvSet, *, events: list, counters: Counters) -> None:
+    def __init__(self, conn_id: int, config: TransportConfig, evs: EvSet, *, events: list, counters: Counters,
+                 departures: Departures | None = None) -> None:
         self._conn_id = conn_id
         self._cfg = config
         self._evs = evs
@@ -175,6 +177,9 @@ class Sender:
         self._tokens = float(config.pace_depth)  # the pacer's bucket, bytes
         self._tokens_at: float | None = None  # when it was last filled
         self._pace_at: float | None = None  # when it will hold a packet again, while data waits for it
+        # bursts (config.pace_ahead) are handed out only where the owner dates each packet by its NIC's departure
+        self._departures = departures if config.pace_ahead > config.pace_slack and config.nic_rate > 0 else None
+        self._ahead = config.pace_ahead if self._departures is not None else config.pace_slack
         self._warm: list = []  # EVs to send a warm-up probe on
         self._last_ts = -1  # timestamp of the latest transmission, in ns
         self._ambiguous: dict[int, _TxPacket] = {}  # timestamp of either copy -> a resent packet declared lost
@@ -372,23 +377,30 @@ class Sender:
         full = self._refill(now, pace) if pace else 0.0
         conn_id = self._conn_id
         counters = self._counters
+        departures = self._departures
         while self.inflight < window and (self._retx or self._queue):
             if pace and self._tokens < full - 0.5:  # half a byte short is enough: the wake-up time rounds
-                self._pace_at = now + (full - self._tokens) / pace
+                # wake when the next packet is pace_slack from due: it and what falls due within pace_ahead go then
+                self._pace_at = now + (full + (self._ahead - self._cfg.pace_slack) * pace - self._tokens) / pace
                 return
             p = self._next_transmission(now)
             if p is None:
                 return
-            if ts <= self._last_ts:  # one timestamp per transmission: an echo names exactly one
+            msg = p.msg
+            e = p.ev
+            ev = e.ev
+            size = DATA_HEADER_LEN + p.length
+            sent_at = now
+            if departures is not None:  # dated by when its NIC puts it on the wire (unique per host)
+                sent_at = e.last_send = departures.depart(e.plane, size, now)
+                ts = departures.stamp(e.plane, sent_at)
+            elif ts <= self._last_ts:  # one timestamp per transmission: an echo names exactly one
                 ts = self._last_ts + 1
             self._last_ts = ts
-            msg = p.msg
-            ev = p.ev.ev
-            size = DATA_HEADER_LEN + p.length
             buf = bytearray(size)
             encode_data_into(buf, p.flags, conn_id, p.psn, msg.msg_id, msg.length, p.offset, ev, ts, msg.digest,
                              msg.data[p.offset:p.offset + p.length])  # positional: see encode_data_into
-            p.sent_at = now
+            p.sent_at = sent_at
             p.ts = ts
             p.xseq = self._xseq
             self._xseq += 1
@@ -417,12 +429,12 @@ class Sender:
 
     def _refill(self, now: float, pace: float) -> float:
         """Fill the pacer's bucket at ``pace`` bytes/s up to ``now``; the tokens a full packet needs (less what the
-        bucket gains within ``pace_slack``: a packet due that soon goes now)."""
+        bucket gains within ``pace_slack``, or ``pace_ahead`` for bursts: a packet due that soon goes now)."""
         if self._tokens_at is not None:
             self._tokens = min(self._pace_depth, self._tokens + (now - self._tokens_at) * pace)
         self._tokens_at = now
         self._pace_at = None
-        return DATA_HEADER_LEN + self._cfg.mss - self._cfg.pace_slack * pace
+        return DATA_HEADER_LEN + self._cfg.mss - self._ahead * pace
 
     def _next_transmission(self, now: float) -> _TxPacket | None:
         """The next transmission, on the EV it goes on: a lost packet's resend first, else the next packet of
@@ -589,6 +601,7 @@ class Sender:
         rack_xseq = self._rack_xseq
         next_due = None
         lost = []
+        in_order = self._departures is None  # send times rise with xseq (with bursts, only per NIC)
         for p in self._order:
             if p.xseq >= rack_xseq:
                 break
@@ -597,7 +610,9 @@ class Sender:
             if now < p.sent_at + floor:
                 if next_due is None or p.sent_at + floor < next_due:
                     next_due = p.sent_at + floor
-                break
+                if in_order:
+                    break
+                continue
             due, held = self._deadlines(p, now, window)
             if held is not None and (next_due is None or held < next_due):
                 next_due = held

@@ -1,4 +1,6 @@
-"""Agent pieces that need no root: request handling, payloads, the MRC datapath over an in-memory wire."""
+"""Agent pieces that need no root: request handling, payloads, the MRC datapath over an in-memory wire (driven
+through `batchio.PythonIo`, the I/O that takes any socket-like object; tests/unit/test_agent_batchio.py drives
+both I/Os on kernel sockets)."""
 from __future__ import annotations
 
 import json
@@ -12,6 +14,7 @@ import pytest
 from mrclab.addressing import HOST_BASE, Plan, conn_id, decode
 from mrclab.agent import messages
 from mrclab.agent.__main__ import BadArguments, parse_args
+from mrclab.agent.batchio import PythonIo
 from mrclab.agent.endpoint import configure
 from mrclab.agent.host import Agent
 from mrclab.agent.messages import Completed, Delivered, Done, EvChanged, Failed, Pong, Refused, Report
@@ -119,7 +122,7 @@ def make_pair(options=None, single_path=False, drop=lambda plane, spine: False, 
     dps = {}
     for host in (0, 3):
         socks = wire.sockets[host] = [FakeSocket(wire, host, k) for k in range(PLAN.planes)]
-        dps[host] = MrcDatapath(socks, None, PLAN, host, config, Payloads(11), events[host].append)
+        dps[host] = MrcDatapath(socks, None, PLAN, host, config, Payloads(11), events[host].append, io=PythonIo())
     return wire, dps, events
 
 
@@ -200,7 +203,7 @@ def test_mrc_datapath_builds_each_qp_from_its_workloads_options():
     for host in (0, 3):
         socks = wire.sockets[host] = [FakeSocket(wire, host, k) for k in range(PLAN.planes)]
         dps[host] = MrcDatapath(socks, None, PLAN, host, sprayed, Payloads(11), events[host].append,
-                                qp_configs=[(2, 3, pinned)])
+                                qp_configs=[(2, 3, pinned)], io=PythonIo())
     dps[0].post(conn_id(0, 3, 2), 3, 1, 300000)
     run_until(dps, lambda: any(isinstance(e, Completed) for e in events[0]))
     assert len({p for p in wire.paths if p[0] == 0}) == 1

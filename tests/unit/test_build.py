@@ -36,15 +36,32 @@ def test_this_process_says_what_it_runs():
 
 
 @pytest.mark.skipif(build.BUILD != "compiled", reason="no compiled build here (see `mrclab check`)")
-def test_a_source_newer_than_its_compiled_module_runs_as_source(tmp_path):
-    """An edit is never shadowed by a stale build, in a copy of the package (the checkout is not touched)."""
+@pytest.mark.parametrize("source", ["transport/sender.py", "agent/_batchio.c"])
+def test_a_source_newer_than_its_compiled_module_runs_as_source(tmp_path, source):
+    """An edit is never shadowed by a stale build, in a copy of the package (the checkout is not touched): the
+    transport's Python, or the batched I/O's C."""
     copy = tmp_path / "src"
     shutil.copytree(build.PACKAGE, copy / "mrclab", ignore=shutil.ignore_patterns("__pycache__", "shipped"))
     shared = next(build.PACKAGE.parent.glob(f"{build.SHARED}.*"))
     shutil.copy2(shared, copy)
     assert running(path=str(copy))["build"] == "compiled"
-    edited = copy / "mrclab" / "transport" / "sender.py"
+    edited = copy / "mrclab" / source
     later = time.time() + 10
     os.utime(edited, (later, later))
     assert running(path=str(copy)) == {"build": "pure",
-                                       "why": "the compiled build is older than transport/sender.py (run `make build`)"}
+                                       "why": f"the compiled build is older than {source} (run `make build`)"}
+
+
+@pytest.mark.skipif(build.BUILD != "compiled", reason="no compiled build here (see `mrclab check`)")
+def test_without_the_batched_io_the_whole_build_is_pure(tmp_path):
+    """The compiled build is one: the transport and the batched I/O together, or the Python sources of both."""
+    copy = tmp_path / "src"
+    shutil.copytree(build.PACKAGE, copy / "mrclab",
+                    ignore=shutil.ignore_patterns("__pycache__", "shipped", "_batchio.*.so"))
+    shutil.copy2(next(build.PACKAGE.parent.glob(f"{build.SHARED}.*")), copy)
+    assert running(path=str(copy)) == {"build": "pure", "why": "the compiled build is incomplete (run `make build`)"}
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    env.pop("MRCLAB_PURE", None)
+    out = subprocess.run([sys.executable, "-c", "from mrclab.agent import batchio; print(batchio.default().name)"],
+                         capture_output=True, text=True, check=True, env=env, cwd=copy)
+    assert out.stdout.strip() == "sendto/recvmsg"

@@ -6,6 +6,7 @@ import time
 
 from mrclab.addressing import Plan, decode
 from mrclab.agent.__main__ import parse_args
+from mrclab.agent.batchio import PythonIo
 from mrclab.agent.endpoint import configure
 from mrclab.agent.messages import Completed, Delivered
 from mrclab.agent.mrc import ENTROPY_PORT_BASE, MrcDatapath
@@ -35,7 +36,7 @@ def _datapath(fabric: dict, host: int, events: list) -> MrcDatapath:
     entropy = [[Socket(fabric, str(PLAN.host_address(k, host)), ENTROPY_PORT_BASE + e) for e in range(PLAN.spines)]
                for k in range(PLAN.planes)]
     return MrcDatapath(planes, None, PLAN, host, configure({}, 9000, single_path=False), Payloads(3), events.append,
-                       entropy)
+                       entropy, io=PythonIo())
 
 
 def test_routing_defaults_to_static_srv6():

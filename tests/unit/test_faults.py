@@ -43,20 +43,26 @@ def test_the_cable_is_read_while_up_so_every_send_into_it_while_down_is_the_faul
     assert set(faults._dead_drops.values()) == {7} and not faults._down_at
 
 
-def test_queue_waits_are_per_port_means_of_bulk_and_high_priority_packets(monkeypatch):
-    """Every port of the fabric sent 10 packets: 2 high priority (waited 1 ms each) and 1 trimmed (not
-    counted as bulk); the other 7 bulk packets waited 21 ms between them, 3 ms each on average."""
+def test_queue_waits_are_per_port_means_of_bulk_and_high_priority_packets_along_a_path(monkeypatch):
+    """Every switch port sent 10 packets: 2 high priority (waited 1 ms each) and 1 trimmed (not counted as bulk);
+    the other 7 bulk packets waited 21 ms between them, 3 ms each on average. A DATA packet crosses three switch
+    ports, its SACK four ports back. A host NIC's bulk packets waited long (a paced burst: the sender's own, not in
+    its RTT samples) and count only for their high-priority ones."""
     from mrclab.fabric.egress import PortCounters
 
     class Egress:
         def counters(self, ifname):
+            host_nic = ifname in host_nics
             return PortCounters(tx_packets=10, tx_bytes=0, drops=0, trims=1, loss_drops=0, blackhole_drops=0,
-                                queued_ns=21_000_000, ctl_packets=2, ctl_queued_ns=2_000_000, cut_drops=0, ecn_marked=0)
+                                queued_ns=900_000_000 if host_nic else 21_000_000, ctl_packets=2,
+                                ctl_queued_ns=2_000_000, cut_drops=0, ecn_marked=0)
 
     faults, _, _ = _faults(monkeypatch)
+    host_nics = {ifname for ifname, (_, node, _) in faults._ports().items() if node in faults.layout.hosts}
+    assert host_nics
     faults.egress = Egress()
     data, control = faults.queue_waits()
-    assert abs(data - 0.003) < 1e-12 and abs(control - 0.001) < 1e-12
+    assert abs(data - 3 * 0.003) < 1e-12 and abs(control - 4 * 0.001) < 1e-12
 
 
 def test_link_counters_show_every_kind_of_drop(monkeypatch):

@@ -126,26 +126,26 @@ def test_fidelity_verdict():
 
 
 def test_fidelity_tells_the_emulators_delay_from_the_networks():
-    """Per port, data waited 1 ms and SACKs 0.25 ms: over a path's 4 ports and back, 5 ms of the links'
-    queueing. With a 4 ms base RTT, a 17 ms mean leaves 8 ms to the emulator: reported, not flagged
-    (under half of the RTT); a 19 ms mean leaves 10 ms, more than half: the CPU set the round trip."""
+    """Along a path, data waited 4 ms and SACKs 1 ms: 5 ms of the links' queueing. With a 4 ms base RTT, a
+    17 ms mean leaves 8 ms to the emulator: reported, not flagged (under half of the RTT); a 19 ms mean leaves
+    10 ms, more than half: the CPU set the round trip."""
     Reason = fidelity.Reason
-    split = fidelity.latency_split(0.017, 0.004, 0.001, 0.00025)
+    split = fidelity.latency_split(0.017, 0.004, 0.004, 0.001)
     assert split == {"rtt_mean_s": 0.017, "base_s": 0.004, "links_s": 0.005, "emulator_s": 0.008}
     gray = fidelity.verdict(60.0, "ovs-vswitchd/12", 70.0, goodput_fraction=0.5, latency=split).to_dict()
     assert gray["ok"] and gray["latency"] == split and "8 ms added by the emulator itself" in gray["notes"][-1]
     cpu = fidelity.verdict(60.0, "ovs-vswitchd/12", 70.0, goodput_fraction=0.5,
-                           latency=fidelity.latency_split(0.019, 0.004, 0.001, 0.00025))
+                           latency=fidelity.latency_split(0.019, 0.004, 0.004, 0.001))
     assert cpu.reasons == (Reason.CPU_SET_ROUND_TRIP,) and "set the round trip" in cpu.notes()[0]
     assert fidelity.latency_split(None, None, 0.0, 0.0) is None  # TCP agents sample no RTTs
     # a machine at 92% whose round trips the links explain still held the workload back (the agents waited
     # for a core), unless the network itself was busy
-    explained = fidelity.latency_split(0.0046, 0.0009, 0.0008, 0.0001)
+    explained = fidelity.latency_split(0.0046, 0.0009, 0.0032, 0.0004)
     assert explained["emulator_s"] == 0.0001
     held = fidelity.verdict(92.0, "agent h0/12", 70.0, goodput_fraction=0.5, latency=explained)
     assert held.reasons == (Reason.CPU_SET_PACE,) and "set the pace" in held.notes()[0]
     assert fidelity.verdict(92.0, "agent h0/12", 70.0, goodput_fraction=0.8, latency=explained).ok
-    delayed = fidelity.latency_split(0.027, 0.004, 0.001, 0.00025)  # 18 of 27 ms the emulator's
+    delayed = fidelity.latency_split(0.027, 0.004, 0.004, 0.001)  # 18 of 27 ms the emulator's
     assert fidelity.verdict(92.0, "ovs-vswitchd/12", 70.0, goodput_fraction=0.5, latency=delayed).reasons == (
         Reason.CPU_SET_PACE, Reason.CPU_SET_ROUND_TRIP)
 

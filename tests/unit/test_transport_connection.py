@@ -1,4 +1,6 @@
 """Connection driven by hand, packet by packet: the protocol rules one at a time."""
+import math
+
 import pytest
 
 from mrclab.transport import (
@@ -10,6 +12,7 @@ from mrclab.transport import (
     TransportConfig,
     wire,
 )
+from mrclab.transport.departures import NIC_BURST, Departures
 
 PLANES = 4
 
@@ -363,6 +366,73 @@ def test_the_pacer_sends_a_bucket_at_once_then_at_its_rate_and_wakes_itself_up()
     assert sent[:2] == [5.0, 5.0]
     gaps = [round(b - a_, 6) for a_, b in zip(sent[1:], sent[2:], strict=False)]
     assert gaps == [0.01] * 8
+
+
+BURST_SIZE = 8192 + wire.DATA_HEADER_LEN
+NIC_RATE = BURST_SIZE / 0.004  # a packet every 4 ms per NIC: one per ms over four
+
+
+def burst_sends(packets, ahead, share=1.0, cc=False):
+    """A paced sender woken by its own timers rounded up to whole milliseconds (as the agent's loop), with
+    bursts of ``ahead`` s: (wake-ups that sent, each DATA packet's (handed at, timestamp s, plane))."""
+    a = Connection(1, list(range(64)), plane, departures=Departures(PLANES, rate=NIC_RATE),
+                   config=TransportConfig(mss=8192, cc=cc, cc_init_window=1 << 20, pace_rate=PLANES * NIC_RATE,
+                                          pace_depth=BURST_SIZE, pace_slack=0.001, pace_ahead=ahead,
+                                          nic_rate=NIC_RATE))
+    if share != 1.0:
+        a.set_pace_share(share)
+    a.send_message(1, bytes(8192 * packets))
+    sent, wakeups, t = [], 0, 5.0
+    while len(sent) < packets:
+        out = [wire.decode(d) for _, d in a.datagrams_to_send(t)]
+        wakeups += bool(out)
+        sent += [(t, d.ts * 1e-9, plane(d.ev)) for d in out]
+        t = math.ceil(a.next_timer() * 1000 - 1e-9) / 1000
+        a.on_timer(t)
+    return wakeups, sent
+
+
+def test_paced_bursts_wake_up_less_and_date_each_packet_by_when_its_nic_sends_it():
+    """Without bursts the pacer wakes its owner for about every packet; with 4 ms bursts, once per ~3 ms for
+    three or four packets. Either way the packets leave at the pacer's rate, and with bursts each carries the time
+    its NIC puts it on the wire: one packet per NIC per 4 ms, however early it was handed over (the first two a
+    NIC's burst closer)."""
+    plain, sent = burst_sends(40, ahead=0.0)
+    bursty, burst = burst_sends(40, ahead=0.004)
+    assert bursty < plain / 2
+    assert max(len([s for s in burst if s[0] == t]) for t in {s[0] for s in burst}) >= 3
+    for handed, stamp, _nic in burst:
+        assert handed <= stamp + 1e-9 < handed + 0.004 + 1e-3  # never before it was handed, within a burst after
+    early = round(0.004 - NIC_BURST / NIC_RATE, 6)  # the second packet of a NIC that was idle
+    gaps = []
+    for nic in range(PLANES):
+        stamps = [stamp for _, stamp, k in burst if k == nic]
+        gaps += [round(b - a_, 6) for a_, b in zip(stamps, stamps[1:], strict=False)]
+    assert set(gaps) == {0.004, early} and gaps.count(early) == 1
+    assert len({round(stamp * 1e9) for _, stamp, _ in burst}) == len(burst)  # every timestamp is the host's own
+    rate = len(sent) / (sent[-1][0] - sent[0][0])
+    assert burst[-1][1] - burst[0][1] == pytest.approx(len(burst) / rate, rel=0.1)  # the same rate on the wire
+
+
+def test_a_burst_at_a_share_of_the_rate_leaves_as_fast_as_its_nics_send_and_is_dated_so():
+    """Sharing the NICs with another connection, the pacer hands out half the rate; a burst's packets still leave
+    back to back on their NICs (nothing else was handed to them here), and carry those times."""
+    _, burst = burst_sends(20, ahead=0.004, share=0.5)
+    first = [stamp for handed, stamp, _ in burst if handed == burst[0][0]]
+    assert len(first) >= 2 and first[0] == pytest.approx(burst[0][0], abs=1e-8)
+    assert max(first) - min(first) < 0.004
+
+
+def test_departures_are_each_nics_fifo_at_its_rate_with_a_burst_after_idling():
+    nics = Departures(2, rate=1e6)  # 9 ms per 9000-byte packet; the burst is 1.6 ms of sending
+    assert nics.depart(0, 9000, 1.0) == 1.0
+    assert nics.depart(0, 9000, 1.0) == pytest.approx(1.0074)  # a burst sooner than the rate after idling
+    assert nics.depart(0, 9000, 1.0) == pytest.approx(1.0164)  # then at the rate
+    assert nics.depart(1, 9000, 1.0) == 1.0  # another NIC: its own queue
+    assert nics.depart(0, 9000, 3.0) == 3.0  # idle since: at once
+    assert nics.stamp(0, 1.0) != nics.stamp(1, 1.0) and abs(nics.stamp(1, 1.0) - 1e9) < 2
+    with pytest.raises(ValueError):
+        Departures(2, rate=0.0)
 
 
 def test_warm_up_probes_every_path_once_and_counts_apart_from_path_probes():

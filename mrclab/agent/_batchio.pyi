@@ -1,0 +1,9 @@
+"""The C extension ``_batchio.c`` (see batchio.py, its interface and its pure-Python twin)."""
+import socket
+from typing import Any
+
+BATCH: int
+
+def address(host: str, port: int, /) -> bytes: ...
+def send(sock: socket.socket, batch: list[tuple[Any, Any]], start: int = 0, /) -> tuple[int, int]: ...
+def recv(sock: socket.socket, buffer: Any, slot: int, count: int, /) -> list[tuple[int, bytes, bool]]: ...
