@@ -1,15 +1,17 @@
 """A scenario on two checkouts of mrclab, interleaved: what a change does to the agents' cost and the run's figures.
 
     sudo .venv/bin/python benchmarks/checkouts.py --reference /path/to/other/checkout [--rounds 5]
-        [--scenario scenarios/quickstart.yaml] [--set KEY=VALUE ...] [--pure]
+        [--scenario scenarios/quickstart.yaml] [--set KEY=VALUE ...] [--reference-set KEY=VALUE ...] [--pure]
 
 Each round runs the scenario once with the reference checkout's own ``.venv/bin/mrclab`` and once with this
 one's, in turn (reference first in odd rounds, this checkout first in even ones), under the lab lock
 (``/tmp/mrclab-lab.lock``) for each run, so a machine that slows down in the middle slows both. Each checkout
-runs its own build (``--pure``: both pure). Printed per figure: each side's median and range, and the median of
-this / reference taken round by round. Figures: the agents' CPU s per delivered MiB from /proc (all of it, and
-less the softirq charged to them), the machine's softirq per MiB, the agents' wake-ups per MiB, goodput,
-avoid_s (the worst of the run's cuts), RTT p99, failed messages, and whether fidelity was ok.
+runs its own build (``--pure``: both pure); ``--reference-set`` overrides apply to the reference's runs alone
+(the reference may then be this checkout: an option against its default). Printed per figure: each side's
+median and range, and the median of this / reference taken round by round. Figures: the agents' CPU s per
+delivered MiB from /proc (all of it, and less the softirq charged to them), the machine's softirq per MiB, the
+agents' wake-ups per MiB, goodput, avoid_s (the worst of the run's cuts), RTT p99, failed messages, and whether
+fidelity was ok.
 """
 from __future__ import annotations
 
@@ -63,6 +65,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--scenario", default="scenarios/quickstart.yaml")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--reference-set", dest="reference_overrides", action="append", default=[])
     parser.add_argument("--pure", action="store_true", help="both checkouts on their pure-Python build")
     args = parser.parse_args()
     sides = {"reference": args.reference.resolve(), "this": HERE}
@@ -75,11 +78,13 @@ def main() -> None:
         order = list(sides) if r % 2 == 0 else list(reversed(sides))
         for side in order:
             scenario = str((sides[side] / args.scenario) if not Path(args.scenario).is_absolute() else args.scenario)
-            runs[side].append(run(sides[side], scenario, args.overrides, args.pure))
+            extra = args.reference_overrides if side == "reference" else []
+            runs[side].append(run(sides[side], scenario, args.overrides + extra, args.pure))
             print(f"round {r + 1} {side}: " + ", ".join(f"{k} {v}" for k, v in runs[side][-1].items()),
                   file=sys.stderr)
     print(f"{args.scenario} {' '.join(args.overrides)}: {args.rounds} interleaved rounds, reference "
-          f"{sides['reference']} ({runs['reference'][0]['build']}), this {HERE} ({runs['this'][0]['build']}); "
+          f"{sides['reference']} {' '.join(args.reference_overrides)} ({runs['reference'][0]['build']}), this {HERE} "
+          f"({runs['this'][0]['build']}); "
           f"load average {load:.2f} before, {os.getloadavg()[0]:.2f} after")
     print(f"{'figure':20s} {'reference: median (range)':>30s} {'this: median (range)':>30s} {'this/ref':>9s}")
     for name in FIGURES:

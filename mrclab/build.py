@@ -56,7 +56,8 @@ def choose() -> tuple[str, str]:
     # the compiled code is in the shared library (a module's own file is a shim, rewritten only when it changes)
     built_at = code.stat().st_mtime
     stale = [s for s in COMPILED if (PACKAGE / s).stat().st_mtime > built_at]
-    stale += [s for s, built in extensions.items() if built and (PACKAGE / s).stat().st_mtime > built.stat().st_mtime]
+    stale += [s for s, built in extensions.items()
+              if built and (PACKAGE / s).exists() and (PACKAGE / s).stat().st_mtime > built.stat().st_mtime]
     if stale:
         return "pure", f"the compiled build is older than {stale[0]} (run `make build`)"
     return "compiled", "mypyc, sendmmsg/recvmmsg"

@@ -42,21 +42,19 @@ static PyObject *batch_address(PyObject *self, PyObject *args)
 	return PyBytes_FromStringAndSize((const char *)&sa, sizeof(sa));
 }
 
-/* send(sock, batch, start=0) -> (sent, errno): batch[start:] is a list of (address, datagram), each address made by
- * address(); sends in order, in BATCH-sized sendmmsg calls, until all are sent (errno 0) or the kernel refuses
- * one (its errno; the datagrams before it were sent). */
+/* send(batch, start=0) -> (sent, errno): batch[start:] is a list of (socket, address, datagram), each address made
+ * by address(), sent in that order: each run of datagrams for one socket in sendmmsg calls of up to BATCH, until
+ * all are sent (errno 0) or the kernel refuses one (its errno; the datagrams before it were sent). */
 static PyObject *batch_send(PyObject *self, PyObject *args)
 {
-	PyObject *sock, *batch;
+	PyObject *batch, *sock = NULL;
 	Py_ssize_t start = 0, total, i;
-	int fd, err = 0;
+	int fd = -1, err = 0, n = 0, k, sent;
 	struct mmsghdr msgs[BATCH];
 	struct iovec iov[BATCH];
 	Py_buffer views[BATCH];
 
-	if (!PyArg_ParseTuple(args, "OO!|n:send", &sock, &PyList_Type, &batch, &start))
-		return NULL;
-	if ((fd = PyObject_AsFileDescriptor(sock)) < 0)
+	if (!PyArg_ParseTuple(args, "O!|n:send", &PyList_Type, &batch, &start))
 		return NULL;
 	total = PyList_GET_SIZE(batch);
 	if (start < 0 || start > total) {
@@ -65,29 +63,37 @@ static PyObject *batch_send(PyObject *self, PyObject *args)
 	}
 	i = start;
 	while (i < total) {
-		int n = total - i < BATCH ? (int)(total - i) : BATCH, k, sent;
+		n = 0;
+		/* the run of datagrams from i on that go through one socket, at most BATCH of them */
+		while (n < BATCH && i + n < total) {
+			PyObject *item = PyList_GET_ITEM(batch, i + n), *addr;
 
-		for (k = 0; k < n; k++) {
-			PyObject *item = PyList_GET_ITEM(batch, i + k), *addr;
-
-			if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
-				PyErr_SetString(PyExc_TypeError, "a batch holds (address, datagram) pairs");
+			if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3) {
+				PyErr_SetString(PyExc_TypeError, "a batch holds (socket, address, datagram) triples");
 				goto fail;
 			}
-			addr = PyTuple_GET_ITEM(item, 0);
+			if (PyTuple_GET_ITEM(item, 0) != sock) {
+				if (n)
+					break; /* another socket: its run is the next call's */
+				sock = PyTuple_GET_ITEM(item, 0);
+				if ((fd = PyObject_AsFileDescriptor(sock)) < 0)
+					goto fail;
+			}
+			addr = PyTuple_GET_ITEM(item, 1);
 			if (!PyBytes_Check(addr) || PyBytes_GET_SIZE(addr) != sizeof(struct sockaddr_in6)) {
 				PyErr_SetString(PyExc_TypeError, "an address is what address() returns");
 				goto fail;
 			}
-			if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, 1), &views[k], PyBUF_SIMPLE) < 0)
+			if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, 2), &views[n], PyBUF_SIMPLE) < 0)
 				goto fail;
-			iov[k].iov_base = views[k].buf;
-			iov[k].iov_len = (size_t)views[k].len;
-			memset(&msgs[k], 0, sizeof(msgs[k]));
-			msgs[k].msg_hdr.msg_name = PyBytes_AS_STRING(addr);
-			msgs[k].msg_hdr.msg_namelen = sizeof(struct sockaddr_in6);
-			msgs[k].msg_hdr.msg_iov = &iov[k];
-			msgs[k].msg_hdr.msg_iovlen = 1;
+			iov[n].iov_base = views[n].buf;
+			iov[n].iov_len = (size_t)views[n].len;
+			memset(&msgs[n], 0, sizeof(msgs[n]));
+			msgs[n].msg_hdr.msg_name = PyBytes_AS_STRING(addr);
+			msgs[n].msg_hdr.msg_namelen = sizeof(struct sockaddr_in6);
+			msgs[n].msg_hdr.msg_iov = &iov[n];
+			msgs[n].msg_hdr.msg_iovlen = 1;
+			n++;
 		}
 		Py_BEGIN_ALLOW_THREADS
 		sent = sendmmsg(fd, msgs, (unsigned int)n, 0);
@@ -105,13 +111,12 @@ static PyObject *batch_send(PyObject *self, PyObject *args)
 			break;
 		}
 		i += sent; /* fewer than n: the next call tells why the next one was refused */
-		continue;
-fail:
-		while (k-- > 0)
-			PyBuffer_Release(&views[k]);
-		return NULL;
 	}
 	return Py_BuildValue("(ni)", i - start, err);
+fail:
+	while (n-- > 0)
+		PyBuffer_Release(&views[n]);
+	return NULL;
 }
 
 /* recv(sock, buffer, slot, count) -> [(size, source, ce)]: up to count datagrams, the i-th into
@@ -203,7 +208,7 @@ done:
 
 static PyMethodDef methods[] = {
 	{"address", batch_address, METH_VARARGS, "address(host, port) -> the destination send() takes (a sockaddr_in6)"},
-	{"send", batch_send, METH_VARARGS, "send(sock, [(address, datagram)], start=0) -> (sent, errno) (sendmmsg)"},
+	{"send", batch_send, METH_VARARGS, "send([(socket, address, datagram)], start=0) -> (sent, errno) (sendmmsg)"},
 	{"recv", batch_recv, METH_VARARGS, "recv(sock, buffer, slot, count) -> [(size, source, ce)] (recvmmsg)"},
 	{NULL, NULL, 0, NULL},
 };

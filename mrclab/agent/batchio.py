@@ -1,17 +1,21 @@
-"""Datagram I/O in batches: what the MRC datapath asks of its UDP sockets, one call per socket and wake-up.
+"""Datagram I/O in batches: what the MRC datapath asks of its UDP sockets, once per wake-up.
 
-``send`` hands a socket a list of ``(address, datagram)`` pairs, each to its own destination (every EV is
-its own uSID address), and stops at the first datagram the kernel refuses, saying why (its errno), so the
-caller keeps exactly the per-datagram meaning of ``sendto``: what was refused and what follows it wait in
-the plane's backlog. ``receive`` reads what is waiting on a socket into preallocated slots and gives each
-datagram's size, source address and ECN mark (the ``IPV6_TCLASS`` control message, see :mod:`.ecn`).
+``send`` hands the kernel a list of ``(socket, address, datagram)`` triples in the order given, each to its
+own destination (every EV is its own uSID address), and stops at the first datagram the kernel refuses,
+saying why (its errno), so the caller keeps exactly the per-datagram meaning of ``sendto``: what was
+refused waits in its plane's backlog, with whatever follows it on that plane. ``receive`` reads what is
+waiting on a socket into preallocated slots and gives each datagram's size, source address and ECN mark
+(the ``IPV6_TCLASS`` control message, see :mod:`.ecn`).
 
 Two implementations with one interface, chosen with the transport's build (:mod:`mrclab.build`) by
-:func:`default`: the compiled build's `BatchedIo` is ``_batchio.c`` (``sendmmsg`` and ``recvmmsg``, up to
-``BATCH`` datagrams per system call), the pure build's `PythonIo` the same calls one datagram at a time
-through Python's socket module (it also serves any object with ``sendto`` and ``recvmsg_into``, as the
-tests' in-memory wire). An address and a source are opaque to the caller: a packed ``sockaddr_in6`` and 16
-bytes, or the socket module's tuple and text; ``source_text`` reads a source.
+:func:`default`: the compiled build's `BatchedIo` is ``_batchio.c`` (``recvmmsg``, and ``sendmmsg`` for each
+run of datagrams through one socket, up to ``BATCH`` per system call), the pure build's `PythonIo` the same
+calls one datagram at a time through Python's socket module (it also serves any object with ``sendto`` and
+``recvmsg_into``, as the tests' in-memory wire). Either way datagrams leave in the order they were handed
+over: a connection sprays them over its planes' sockets in turn, and sending each socket's share at once
+would put a plane's packets on the wire well after their timestamps (a connection blasting its window
+back to back then saw spurious losses). An address and a source are opaque to the caller: a packed
+``sockaddr_in6`` and 16 bytes, or the socket module's tuple and text; ``source_text`` reads a source.
 """
 from __future__ import annotations
 
@@ -61,14 +65,13 @@ class PythonIo:
         return source
 
     @staticmethod
-    def send(sock: Any, batch: list[tuple[Address, Any]], start: int = 0) -> tuple[int, int]:
-        """Send ``batch[start:]`` on ``sock`` in order: (how many were sent, the errno of the one the kernel
-        refused, 0 when all went)."""
-        sendto = sock.sendto
+    def send(batch: list[tuple[Any, Address, Any]], start: int = 0) -> tuple[int, int]:
+        """Send ``batch[start:]``, ``(socket, address, datagram)`` each, in order: (how many were sent, the errno of
+        the one the kernel refused, 0 when all went)."""
         for i in range(start, len(batch)):
-            addr, datagram = batch[i]
+            sock, addr, datagram = batch[i]
             try:
-                sendto(datagram, addr)
+                sock.sendto(datagram, addr)
             except BlockingIOError:
                 return i - start, errno.EAGAIN
             except OSError as err:

@@ -32,9 +32,9 @@ it is retried after ``ENOBUFS_RETRY``. Nothing is dropped on the host without a 
 The per-packet path is kept short (:mod:`.batchio`): a socket's receives are drained in batches of up
 to ``batchio.BATCH`` datagrams into reused slots, one ``recvmmsg`` each in the compiled build (then
 timers run and answers go out, so SACKs are never held behind a long drain); a connection touched in
-a batch is flushed once per batch, and what it hands out leaves in one ``sendmmsg`` per plane socket,
-each datagram to its own address. Each (connection, EV) caches its ready ``(socket, address)`` pair,
-each source address its peer.
+a batch is flushed once per batch, and what it hands out leaves in one call in the order it was handed
+out (``sendmmsg`` for each run through one plane socket), each datagram to its own address. Each
+(connection, EV) caches its ready ``(socket, address)`` pair, each source address its peer.
 """
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ class MrcDatapath(MrcEndpoint, Attached):
         self._dirty: list[Peer] = []
         self._timers: list[tuple[float, int, Peer]] = []
         self._timer_seq = 0
-        self._backlogs: dict[socket.socket, list] = {sock: [] for sock in senders}  # (address, datagram), in order
+        self._backlogs: dict[socket.socket, list] = {sock: [] for sock in senders}  # (sock, address, datagram)
         self._blocked = 0  # backlogs holding datagrams
         self._starved: list[Peer] = []  # peers not flushed while a backlog was blocked
         self._io = io or batchio.default()  # every datagram is read into its slots (see on_readable)
@@ -158,7 +158,7 @@ class MrcDatapath(MrcEndpoint, Attached):
             p = peers.get(key)
             if p is None:
                 p = self._peer_of(*key)
-            p.conn.receive(data, None, now, ce=ce)
+            p.conn.receive(data, None, now, ce)  # positional: the compiled call's fast path
             if not p.queued:
                 p.queued = True
                 dirty.append(p)
@@ -211,51 +211,66 @@ class MrcDatapath(MrcEndpoint, Attached):
                     heapq.heappush(self._timers, (timer, self._timer_seq, p))
 
     def _send(self, p: Peer, out: list) -> None:
-        """One batch per plane socket, each in the order the connection handed its datagrams out; a plane
-        whose backlog already holds datagrams queues behind them."""
+        """In the order the connection handed them out; a plane whose backlog already holds datagrams queues its
+        own behind them."""
         routes = p.addrs
-        batches: dict[socket.socket, list] = {}
+        backlogs = self._backlogs
+        batch = []
         for ev, datagram in out:
             route = routes.get(ev)
             if route is None:
                 route = self._route(p, ev)
             sock, addr = route
-            batch = batches.get(sock)
-            if batch is None:
-                batch = batches[sock] = []
-            batch.append((addr, datagram))
-        backlogs = self._backlogs
-        for sock, batch in batches.items():
             backlog = backlogs[sock]
             if backlog:
-                backlog.extend(batch)  # keep the plane's order
-            elif self._send_all(sock, batch):
-                self._blocked += 1
-                backlog.extend(batch)
+                backlog.append((sock, addr, datagram))  # keep the plane's order
+            else:
+                batch.append((sock, addr, datagram))
+        if batch:
+            self._send_all(batch)
 
-    def _send_all(self, sock: socket.socket, batch: list) -> bool:
-        """Send ``batch``; True when the socket said "not now" (see `_full`), the datagrams sent dropped from the
-        front of ``batch`` and the rest left in it, in order. A datagram refused for another reason is tried
-        once more (`_send_again`) and the rest go on."""
-        start = 0
+    def _send_all(self, batch: list) -> None:
+        """Send ``batch`` (socket, address, datagram each) in order. A socket that says "not now" (see `_full`) gets
+        the datagram it refused, and every later one of its own, in its backlog; a datagram refused for another
+        reason is tried once more (`_send_again`); the rest go on."""
         send = self._io.send
+        start = 0
         while start < len(batch):
-            sent, err = send(sock, batch, start)
+            sent, err = send(batch, start)
+            start += sent
+            if not err:
+                return
+            sock = batch[start][0]
+            if self._full(sock, err):
+                self._blocked += 1
+                backlog = self._backlogs[sock]
+                rest: list = []
+                for item in batch[start:]:
+                    (backlog if item[0] is sock else rest).append(item)
+                batch, start = rest, 0
+            else:
+                self._send_again(*batch[start])
+                start += 1
+
+    def _send_backlog(self, sock: socket.socket) -> None:
+        """Send what waits for ``sock``, in order, until it is empty or the socket is full again."""
+        backlog = self._backlogs[sock]
+        if not backlog:
+            return
+        send = self._io.send
+        start = 0
+        while start < len(backlog):
+            sent, err = send(backlog, start)
             start += sent
             if not err:
                 break
             if self._full(sock, err):
-                del batch[:start]
-                return True
-            self._send_again(sock, *batch[start])
+                del backlog[:start]
+                return
+            self._send_again(*backlog[start])
             start += 1
-        batch.clear()
-        return False
-
-    def _send_backlog(self, sock: socket.socket) -> None:
-        backlog = self._backlogs[sock]
-        if backlog and not self._send_all(sock, backlog):
-            self._unblocked()
+        backlog.clear()
+        self._unblocked()
 
     def _unblocked(self) -> None:
         """A backlog emptied: once none holds datagrams, the connections held back meanwhile send again."""
@@ -283,7 +298,7 @@ class MrcDatapath(MrcEndpoint, Attached):
     def _send_again(self, sock: socket.socket, addr: batchio.Address, datagram) -> None:
         """After an error that was about an earlier datagram (an ICMP error reported on this call, so this
         one never left): one more try; if that fails too, the datagram is lost like on a wire."""
-        sent, _err = self._io.send(sock, [(addr, datagram)])
+        sent, _err = self._io.send([(sock, addr, datagram)])
         if not sent:
             self.counters["socket_errors"] += 1
 

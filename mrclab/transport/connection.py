@@ -60,7 +60,7 @@ class Connection:
         """Queue a message (RDMA-write semantics). ``data`` is not copied: leave it alone until completed."""
         self._tx.send_message(msg_id, data)
 
-    def receive(self, datagram: bytes | bytearray | memoryview, ev_hint: int | None, now: float, *,
+    def receive(self, datagram: bytes | bytearray | memoryview, ev_hint: int | None, now: float,
                 ce: bool = False) -> None:
         """Feed one datagram. ``ev_hint``: the EV to answer on, when the agent wants the return path pinned;
         None answers on the EV the datagram names (the same path back). ``ce``: its IPv6 header arrived marked
