@@ -42,7 +42,7 @@ import yaml  # noqa: E402
 from mrclab.cluster.placement import assign  # noqa: E402
 from mrclab.runstate import STATE_DIR  # noqa: E402
 from mrclab.spec import topology as topology_mod  # noqa: E402
-from tests.cluster_servers import NamespaceServers, sh  # noqa: E402
+from tests.cluster_servers import NamespaceServers, records, sh  # noqa: E402
 from tests.integration.conftest import find_leftovers  # noqa: E402
 
 CORES = os.cpu_count() or 1
@@ -183,16 +183,6 @@ def bringup(h: Harness, repeat: int) -> None:
     print(f"teardown: one machine {down1:.2f} s, 2 servers {down2:.2f} s")
 
 
-def records(purpose: str, since: float) -> dict[str, dict]:
-    found = {}
-    for path in STATE_DIR.glob("*.json"):
-        with contextlib.suppress(OSError, ValueError):
-            doc = json.loads(path.read_text())
-            if doc.get("purpose", "").startswith(purpose) and doc.get("created_at", 0) >= since:
-                found[doc["run_id"]] = doc
-    return found
-
-
 def kill(h: Harness, repeat: int) -> None:
     print(f"{'how':<36} {'exit':>4} {'stopped after':>13} {'results.json':<24} {'left on server 0':<16} "
           f"{'server 1 share gone after':>25}")
@@ -203,8 +193,8 @@ def kill(h: Harness, repeat: int) -> None:
         local: dict[str, dict] = {}
         remote: dict[str, dict] = {}
         while proc.poll() is None:
-            local.update(records("run smoke (server 0", since))
-            remote.update(records("run smoke (server 1", since))
+            local.update(records(STATE_DIR, "run smoke (server 0", since))
+            remote.update(records(STATE_DIR, "run smoke (server 1", since))
             lines = progress.read_text().splitlines() if progress.exists() else []
             if local and remote and any(json.loads(line).get("step", 0) >= 3 for line in lines):
                 break

@@ -4,6 +4,8 @@ recorded in one RunState and removed by `close`. `sshd(i, root)` gives server i 
 underlay address inside its namespace only."""
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shlex
 import subprocess
@@ -71,3 +73,15 @@ class NamespaceServers:
         for server in self.sshds:
             server.stop()
         self.state.teardown()
+
+
+def records(directory: Path, purpose: str, since: float = 0.0) -> dict[str, dict]:
+    """Run records under `directory` made since then whose purpose starts with `purpose` (as root, every mrclab
+    records in /run/mrclab: both servers' shares do, being on one machine)."""
+    found = {}
+    for path in directory.glob("*.json"):
+        with contextlib.suppress(OSError, ValueError):
+            doc = json.loads(path.read_text())
+            if doc.get("purpose", "").startswith(purpose) and doc.get("created_at", 0) >= since:
+                found[doc["run_id"]] = doc
+    return found

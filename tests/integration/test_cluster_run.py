@@ -21,7 +21,7 @@ import yaml
 
 from mrclab.runstate import STATE_DIR
 from mrclab.spec import topology
-from tests.cluster_servers import NamespaceServers, sh
+from tests.cluster_servers import NamespaceServers, records, sh
 from tests.conftest import REPO
 from tests.integration.test_run import check_schema
 
@@ -33,18 +33,6 @@ LOCAL_KEYS = {"build", "connections", "controller", "datapath", "datapath_detail
               "ev_changes", "events", "expectations", "fidelity", "links", "nic_changes", "overrides", "recovery",
               "routing", "run_id", "scenario", "schema", "seed", "series", "started_at", "status", "steps", "summary",
               "topology", "transport", "transport_options", "unfired_events", "workloads"}
-
-
-def records(directory: Path, purpose: str, since: float = 0.0) -> dict[str, dict]:
-    """Run records under `directory` made since then whose purpose starts with `purpose` (as root, every mrclab
-    records in /run/mrclab: both servers' shares do, being on one machine)."""
-    found = {}
-    for path in directory.glob("*.json"):
-        with contextlib.suppress(OSError, ValueError):
-            doc = json.loads(path.read_text())
-            if doc.get("purpose", "").startswith(purpose) and doc.get("created_at", 0) >= since:
-                found[doc["run_id"]] = doc
-    return found
 
 
 @pytest.fixture
