@@ -379,7 +379,8 @@ def over_servers(spec, servers: str | None, placement: str | None, cluster_file:
     else:
         assert servers is not None
         names, where = [s.strip() for s in servers.split(",")], placement or PLACEMENT_DEFAULT
-    cluster = Cluster(spec.topology, names, where, seed=spec.seed, run=spec.name)
+    cluster = Cluster(spec.topology, names, where, seed=spec.seed, run=spec.name, routing=spec.routing,
+                      convergence_delay=spec.convergence_delay_s)
     refuse(spec, cluster)
     return cluster
 

@@ -51,6 +51,11 @@ class ClusterFabric:
         return queue_waits(*(sum(column) for column in zip(*totals, strict=True))) if totals else (0.0, 0.0)
 
     def controller_stats(self) -> dict:
-        """Each server's controller programs its own routers: the flow-mods are their sums."""
+        """Each server's controller programs its own routers: the flow-mods are their sums, and a reconverging
+        routing's reconvergences are every server's (each rewrites its own leaves), in time order."""
         stats = [r.controller for r in self.readings().values()]
-        return {key: sum(s.get(key) or 0 for s in stats) for key in ("flow_mods_boot", "flow_mods_after_boot")}
+        out: dict = {key: sum(s.get(key) or 0 for s in stats) for key in ("flow_mods_boot", "flow_mods_after_boot")}
+        if any("reconvergences" in s for s in stats):
+            out["reconvergences"] = sorted((r for s in stats for r in s.get("reconvergences", [])),
+                                           key=lambda r: r["t"])
+        return out

@@ -4,8 +4,9 @@ ends::
 
     hello {peer}             -> underlay {address, device, mtu, vxlan}   (its route towards another server)
     clock                    -> clocked {monotonic}                      (a heartbeat, and a reading over the channel)
-    build {topology, server, server_of, underlays, port, seed, run}
-                             -> built {hosts, switches, run_id, clock_port, lab_pids, boot_id}
+    build {topology, server, server_of, underlays, port, seed, run, routing, convergence_delay}
+                             -> built {hosts, switches, run_id, clock_port, lab_pids, boot_id, flood_port}
+    flood {peers}            -> flooding                  (a reconverging routing: where the other controllers are)
     tick {address, port}     -> ticked {offset_s, uncertainty_s}  (another server's clock, read over the underlay)
     probe {probes} -> sent;  receive {spine, wanted, timeout} -> arrived {paths};  count {spines} -> counted
 
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..protocol import Codec, Message, ProtocolError
+from ..routing import DEFAULT as ROUTING_DEFAULT
 from . import tunnel
 from .share import Share
 from .tunnel import VXLAN_PORT
@@ -59,6 +61,8 @@ class Build(Message):
     port: int = VXLAN_PORT
     seed: int = 1
     run: str = ""  # the scenario's name when the share is a run's (its run record says so); "" for topo verify
+    routing: str = ROUTING_DEFAULT
+    convergence_delay: float = 2.0
 
     def share(self) -> Share:
         return Share(self.server, self.server_of, {int(i): tunnel.Underlay(*u) for i, u in self.underlays.items()},
@@ -74,6 +78,19 @@ class Built(Message):
     clock_port: int = 0        # the UDP port on its underlay address that answers clock readings
     lab_pids: list[int] | None = None  # the share process and the SSH session that carries it (the lab's own CPU)
     boot_id: str = ""          # its kernel's: servers that share one are one machine
+    flood_port: int = 0        # a reconverging routing: the UDP port on its underlay address where its controller
+    #                            hears the other servers' link states (`controller.kernel`); 0: routes never change
+
+
+@dataclass(frozen=True)
+class Flood(Message):
+    TYPE = "flood"
+    peers: list[list[Any]]  # [address, flood port] of every other server's controller
+
+
+@dataclass(frozen=True)
+class Flooding(Message):
+    TYPE = "flooding"
 
 
 @dataclass(frozen=True)
@@ -262,9 +279,9 @@ class Logged(Message):
     files: dict[str, str]  # file name -> text: the agents' logs, for the runner's results directory
 
 
-CODEC = Codec(Hello, Underlay, Build, Built, Tick, Ticked, Probe, Sent, Receive, Arrived, Count, Counted, Clock,
-              Clocked, Stop, Failed, Launch, Launched, Apply, Applied, Watch, Watching, Quiesce, Spent, Read,
-              Readings, Judge, Judged, Reap, Kill, Reaped, Logs, Logged)
+CODEC = Codec(Hello, Underlay, Build, Built, Flood, Flooding, Tick, Ticked, Probe, Sent, Receive, Arrived, Count,
+              Counted, Clock, Clocked, Stop, Failed, Launch, Launched, Apply, Applied, Watch, Watching, Quiesce, Spent,
+              Read, Readings, Judge, Judged, Reap, Kill, Reaped, Logs, Logged)
 
 
 def encode(message: Message) -> str:

@@ -21,7 +21,6 @@ from pathlib import Path
 from ..errors import MrclabError, UsageError
 from ..metrics import document, fidelity, results
 from ..metrics.cost import CpuMeter
-from ..routing import ROUTINGS
 from ..runner import Run, log
 from ..runstate import RunState
 from ..spec import Scenario
@@ -39,9 +38,6 @@ def refuse(scenario: Scenario, cluster: Cluster) -> None:
     if scenario.datapath not in ("auto", "linux"):
         raise UsageError(f"--servers: a lab over servers runs the linux datapath, not {scenario.datapath} (a cable "
                          "between servers is a VXLAN tunnel per direction)")
-    if not ROUTINGS[scenario.routing].source_routed:
-        raise UsageError(f"--servers: a lab over servers routes statically (static-srv6), not {scenario.routing}: a "
-                         "reconverging control plane would need every server's link states")
     if scenario.capture.on:
         raise UsageError("--servers: packet capture records interfaces of one machine; leave capture off")
     crossing = cluster.assignment.crossing["host-leaf"]

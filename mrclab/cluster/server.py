@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -35,6 +36,7 @@ from .messages import (
     Clocked,
     Count,
     Failed,
+    Flood,
     Hello,
     Judge,
     Kill,
@@ -133,7 +135,8 @@ class Served:
             Launch: part.launch, Watch: part.watch, Quiesce: lambda _: part.quiesce(), Read: lambda _: part.read(),
             Judge: part.judge, Reap: lambda r: part.reap(r.host, r.timeout),
             Kill: lambda r: part.reap(r.host, KILL_WAIT_S, kill=True), Logs: lambda _: part.logs(),
-            Probe: self._probe, Receive: self._receive, Count: lambda r: msg.Counted(self.probes.counts(r.spines))}
+            Probe: self._probe, Receive: self._receive, Count: lambda r: msg.Counted(self.probes.counts(r.spines)),
+            Flood: self._flood}
         handler = handlers.get(type(request))
         if handler is None:
             raise ValueError(f"unexpected {type(request).__name__}")
@@ -142,6 +145,27 @@ class Served:
     def _apply(self, request: Apply) -> msg.Applied:
         return msg.Applied(self.fabric.apply(request.action, request.target,
                                              loss_probability=request.loss_probability, rate_bps=request.rate_bps))
+
+    def flood_port(self) -> int:
+        """Where its controller hears the other servers' link states (0: a routing that never changes)."""
+        return int((self.fabric.controller.stats() or {}).get("flood_port", 0))
+
+    def _flood(self, request: Flood, timeout: float = 5.0) -> msg.Flooding:
+        """Hand the controller the other controllers' ports, from this server's underlay address (the only
+        kind of source it hears), until its stats say it has them."""
+        share = self.fabric.share
+        address, port = share.underlays[share.server].address, self.flood_port()
+        data = json.dumps({"peers": request.peers}).encode()
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        deadline = time.monotonic() + timeout
+        with socket.socket(family, socket.SOCK_DGRAM) as sock:
+            sock.bind((address, 0))
+            while "flood_peers" not in (self.fabric.controller.stats() or {}):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the controller did not take its peers within {timeout:g} s")
+                sock.sendto(data, (address, port))
+                time.sleep(0.05)
+        return msg.Flooding()
 
     @staticmethod
     def _tick(request: Tick) -> msg.Ticked:
@@ -183,7 +207,8 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> int:
         share = request.share()
         if request.run:  # a run's record says so (other runs see it live); the fabric's own says "fabric"
             state = RunState.create(f"run {request.run} (server {request.server} of a lab over servers)")
-        with Fabric(topology, state, datapath="linux", seed=request.seed, share=share) as fabric:
+        with Fabric(topology, state, datapath="linux", seed=request.seed, share=share, routing=request.routing,
+                    convergence_delay=request.convergence_delay) as fabric:
             hosts = {n: h.pid for n, h in fabric.hosts.items()}
             probes = LocalProbes(topology, {topology.host_index(n): pid for n, pid in hosts.items()},
                                  fabric.switches.spine_counts)
@@ -193,7 +218,7 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> int:
             served = Served(fabric, topology, probes, responder, fabric.state.private_dir(), session)
             try:
                 say(Built(hosts, fabric.switches.netns_pids(), fabric.state.run_id, responder.port,
-                          [os.getpid(), *([session] if session else [])], boot_id()))
+                          [os.getpid(), *([session] if session else [])], boot_id(), served.flood_port()))
                 silence = Silence()
                 for line in stdin:
                     silence.heard()

@@ -24,6 +24,7 @@ from typing import IO, Any, TypeVar
 from .. import lifeline
 from ..check import Row
 from ..errors import EnvironmentNotReady, UsageError
+from ..routing import DEFAULT as ROUTING_DEFAULT
 from ..spec import address as address_mod
 from ..spec.topology import Topology
 from . import clock
@@ -281,6 +282,8 @@ class Cluster:
     port: int = VXLAN_PORT
     seed: int = 1
     run: str = ""  # the scenario's name, when the shares are a run's
+    routing: str = ROUTING_DEFAULT
+    convergence_delay: float = 2.0
     channels: list[Channel] = field(default_factory=list)
     built: list[msg.Built] = field(default_factory=list)
     addresses: list[str] = field(default_factory=list)  # each server's underlay address
@@ -311,8 +314,10 @@ class Cluster:
             self.addresses = [u.address for u in underlays]
             table = {str(i): [u.address, u.device] for i, u in enumerate(underlays)}
             for i, ch in enumerate(self.channels):  # every server builds at once
-                ch.tell(msg.Build(self.topology.to_dict(), i, self.server_of, table, self.port, self.seed, self.run))
+                ch.tell(msg.Build(self.topology.to_dict(), i, self.server_of, table, self.port, self.seed, self.run,
+                                  self.routing, self.convergence_delay))
             self.built = [ch.answer(msg.Built) for ch in self.channels]
+            self.flood()
             self.offsets["start"] = self.read_clocks()
         except BaseException:
             self.close()
@@ -321,6 +326,13 @@ class Cluster:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def flood(self) -> None:
+        """A reconverging routing: each server's controller learns where the others' hear its link states."""
+        ports = {i: b.flood_port for i, b in enumerate(self.built) if b.flood_port}
+        if ports:
+            self.ask_all({i: msg.Flood([[self.addresses[j], port] for j, port in ports.items() if j != i])
+                          for i in ports}, msg.Flooding)
 
     def underlays_unchecked(self) -> list[msg.Underlay]:
         first = self.channels[0].ask(msg.Hello(_address_of(self.servers[1])), msg.Underlay)

@@ -1,5 +1,5 @@
 """Controller process entry: ``python -m mrclab.controller --app static_srv6 --port P --layout F --stats F --log F
-[--convergence-delay S] [--listen-fd N] [--datapath ovs|linux --netns F]``.
+[--convergence-delay S] [--listen-fd N] [--datapath ovs|linux --netns F [--flood F]]``.
 
 For OVS: os-ken 4.x has no osken-manager, so this sets os_ken's CONF (listening on 127.0.0.1
 only) and runs the app in-process; eventlet's monkey-patching stays in this process.
@@ -26,6 +26,8 @@ def main() -> None:
     parser.add_argument("--stats", required=True)
     parser.add_argument("--log", required=True)
     parser.add_argument("--listen-fd", type=int, help="an inherited socket already listening on 127.0.0.1:PORT")
+    parser.add_argument("--flood", help="JSON file: {server, address, peers}: link states flooded to other servers "
+                        "(linux, a lab over servers)")
     parser.add_argument("--convergence-delay", type=float, default=2.0,
                         help="seconds a reconverging app waits before reprogramming (ecmp_reconverge)")
     args = parser.parse_args()
@@ -35,7 +37,7 @@ def main() -> None:
         from .kernel import main as kernel_main
 
         kernel_main(layout_path=args.layout, netns_path=args.netns, app=args.app, stats_path=args.stats,
-                    convergence_delay=args.convergence_delay)
+                    convergence_delay=args.convergence_delay, flood_path=args.flood)
         return
 
     from os_ken import cfg

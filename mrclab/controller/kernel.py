@@ -19,7 +19,10 @@ link), but other leaves keep hashing onto spines that lost the destination leaf 
 control plane reconverges: ``convergence_delay`` after the change, the leaves whose
 multipath routes differ get them replaced (`routes.reroute`), and the reconvergence is
 recorded as ``{t, trigger_t, trigger, switches, flow_mods}``, as the OVS app records it.
-Those replacements are route changes and count in ``flow_mods_after_boot`` too.
+Those replacements are route changes and count in ``flow_mods_after_boot`` too. In a lab over
+servers each server's controller programs its own routers and sees its own ports; the servers'
+controllers flood their link states to each other (`flood`), so each reconverges its own leaves
+on any server's change.
 """
 from __future__ import annotations
 
@@ -40,6 +43,7 @@ from ..layout import Layout
 from ..netns import entered, ip_batches
 from ..routing import APPS
 from . import ecmp_flows, stats
+from .flood import REFRESH_S, Flood
 from .routes import Route, ecmp_routes, reroute, static_routes
 
 log = logging.getLogger("mrclab.controller.kernel")
@@ -101,7 +105,7 @@ def link_state(body: bytes) -> tuple[str, bool] | None:
 
 class KernelController:
     def __init__(self, layout: Layout, netns: dict[str, int], app: str, stats_path: Path,
-                 convergence_delay: float) -> None:
+                 convergence_delay: float, flood: Flood | None = None) -> None:
         self.layout, self.netns, self.app, self.stats_path = layout, netns, app, stats_path
         self.ecmp = not APPS[app].source_routed
         self.delay = convergence_delay
@@ -118,6 +122,9 @@ class KernelController:
         self.timers: list = []  # (due, order, trigger, trigger_t, dead links): reconvergences to come
         self._order = itertools.count()
         self.sockets: dict[int, tuple[socket.socket, str]] = {}
+        self.flood = flood  # a share of a lab over servers: the other servers' link states
+        if flood is not None:
+            self.doc["flood_port"] = flood.port
 
     def save(self) -> None:
         stats.write(self.stats_path, self.doc)
@@ -151,11 +158,20 @@ class KernelController:
         self.install()
         self.open_monitors()  # after the boot routes: their own notifications are not changes
         self.save()
+        flood = self.flood
+        listened = [*self.sockets, *([flood.sock.fileno()] if flood else [])]
         while True:
             timeout = max(0.0, self.timers[0][0] - time.monotonic()) if self.timers else None
-            ready, _, _ = select.select(list(self.sockets), [], [], timeout)
+            if flood is not None:
+                timeout = REFRESH_S if timeout is None else min(timeout, REFRESH_S)
+            ready, _, _ = select.select(listened, [], [], timeout)
             for fd in ready:
-                self.read(*self.sockets[fd])
+                if fd in self.sockets:
+                    self.read(*self.sockets[fd])
+                elif flood is not None:
+                    self.heard(flood)
+            if flood is not None:
+                flood.refresh()
             while self.timers and self.timers[0][0] <= time.monotonic():
                 _, _, trigger, trigger_t, dead = heapq.heappop(self.timers)
                 self.reconverge(trigger, trigger_t, dead)
@@ -201,8 +217,24 @@ class KernelController:
         if carrier == (key not in self.down_ports):
             return
         (self.down_ports.discard if carrier else self.down_ports.add)(key)
-        trigger = f"{switch} port to {peer} {'up' if carrier else 'down'}"
-        dead = ecmp_flows.dead_links(self.layout, self.down_ports, ())
+        if self.flood is not None:
+            self.flood.tell(frozenset(self.down_ports))
+        self.changed(f"{switch} port to {peer} {'up' if carrier else 'down'}")
+
+    def heard(self, flood: Flood) -> None:
+        """Other servers' link states arrived: a change among them is a change of the fabric's."""
+        changed = flood.receive()
+        if "flood_peers" not in self.doc and flood.peers:
+            self.doc["flood_peers"] = len(flood.peers)
+            self.save()
+        if changed:
+            self.changed(f"link states of {', '.join(changed)}")
+
+    def changed(self, trigger: str) -> None:
+        """The ports without carrier changed (here or on another server): reconverge `delay` later if that
+        changes which leaf-spine links are dead."""
+        down = self.down_ports | (self.flood.down() if self.flood is not None else frozenset())
+        dead = ecmp_flows.dead_links(self.layout, down, ())
         if dead == self.seen:
             log.info("%s: no leaf-spine link changed state", trigger)
             return
@@ -211,7 +243,8 @@ class KernelController:
         heapq.heappush(self.timers, (time.monotonic() + self.delay, next(self._order), trigger, time.time(), dead))
 
     def reconverge(self, trigger: str, trigger_t: float, dead: ecmp_flows.DeadLinks) -> None:
-        changes = reroute(self.layout, self.applied, dead)
+        changes = {name: routes for name, routes in reroute(self.layout, self.applied, dead).items()
+                   if name in self.netns}  # over servers, each controller rewrites its own leaves
         self.applied = dead
         if not changes:
             log.info("%s: nothing to reroute", trigger)
@@ -231,11 +264,13 @@ def _exit(_signum, _frame) -> None:
     raise SystemExit(0)
 
 
-def main(*, layout_path: str, netns_path: str, app: str, stats_path: str, convergence_delay: float) -> None:
+def main(*, layout_path: str, netns_path: str, app: str, stats_path: str, convergence_delay: float,
+         flood_path: str | None = None) -> None:
     signal.signal(signal.SIGTERM, _exit)
     layout = Layout.from_dict(json.loads(Path(layout_path).read_text()))
     netns = json.loads(Path(netns_path).read_text())
-    controller = KernelController(layout, netns, app, Path(stats_path), convergence_delay)
+    flood = Flood(**json.loads(Path(flood_path).read_text())) if flood_path else None
+    controller = KernelController(layout, netns, app, Path(stats_path), convergence_delay, flood)
     try:
         controller.run()
     except RuntimeError as e:

@@ -39,9 +39,12 @@ class Controller:
     """One controller process for one run; its files live in `directory`."""
 
     def __init__(self, state: RunState, layout: Layout, directory: Path, app: str = ROUTINGS[DEFAULT].app,
-                 convergence_delay: float = 2.0, *, datapath: str = "ovs", netns: dict[str, int] | None = None) -> None:
+                 convergence_delay: float = 2.0, *, datapath: str = "ovs", netns: dict[str, int] | None = None,
+                 flood: dict[str, Any] | None = None) -> None:
         """`datapath` "ovs": an os-ken app on an OpenFlow port of 127.0.0.1; "linux": the kernel route
-        controller, reaching each router through `netns` (switch -> pid of a process in its namespace)."""
+        controller, reaching each router through `netns` (switch -> pid of a process in its namespace). `flood`
+        (a share of a lab over servers whose routing reconverges): {server, address, peers}, its server's index
+        and underlay address and the others' addresses, where its controller tells and hears link states."""
         self.state, self.layout, self.app = state, layout, app
         self.switches = set(netns) if netns is not None else set(layout.switches)  # the ones it programs
         directory.mkdir(parents=True, exist_ok=True)
@@ -58,6 +61,10 @@ class Controller:
             netns_path = directory / "netns.json"
             netns_path.write_text(json.dumps(netns))
             argv += ["--netns", str(netns_path)]
+            if flood is not None:
+                flood_path = directory / "flood.json"
+                flood_path.write_text(json.dumps(flood))
+                argv += ["--flood", str(flood_path)]
         else:
             listener = listening_socket()
             self.port = listener.getsockname()[1]

@@ -235,10 +235,11 @@ class OvsFaults(Faults):
 
 
 class LinuxFaults(Faults):
-    """A cut of a cable between two routers downs both of its receive interfaces: each router's sending end then
-    loses carrier and keeps its routes. A host cable is pulled at its patch (the host's NIC and the leaf's port
-    lose carrier and keep their routes). Every port sending into a cut cable is marked in the egress program
-    first, which counts what is sent into it and drops it, so `drops` holds exactly the fault's losses; what
+    """A cut of a cable between two routers downs both of its receive interfaces: each router's sending end then loses
+    carrier and keeps its routes (on a cable between two servers, whose ends are VXLAN devices, each server takes
+    carrier from its sending end itself: ``protodown``). A host cable is pulled at its patch (the host's NIC and the
+    leaf's port lose carrier and keep their routes). Every port sending into a cut cable is marked in the egress
+    program first, which counts what is sent into it and drops it, so `drops` holds exactly the fault's losses; what
     the kernel itself fails to send (a veth whose peer's backlog is full) is the emulator's."""
 
     def __init__(self, topology: Topology, layout: Layout, egress, host_pids: dict[str, int], cables,
@@ -258,7 +259,10 @@ class LinuxFaults(Faults):
                     if node not in self.nodes:
                         continue
                     port = self.layout.port(node, peer)
-                    batches.setdefault(self.switch_pids[node], []).append(f"link set dev {port.receive_ifname} {state}")
+                    lines = batches.setdefault(self.switch_pids[node], [])
+                    lines.append(f"link set dev {port.receive_ifname} {state}")
+                    if peer not in self.nodes:  # a tunnel to another server: no veth peer takes its carrier away
+                        lines.append(f"link set dev {port.ifname} protodown {'on' if state == 'down' else 'off'}")
                     senders.append(port.ifname)
         if state == "down":
             for ifname in senders:

@@ -74,7 +74,7 @@ class Fabric:
         self.nodes = share.nodes() if share is not None else frozenset((*topology.host_names, *topology.switch_names))
         self.datapath, why = datapath_mod.choose(datapath)
         if share is not None:  # before anything exists
-            _check_share(topology, share, self.datapath.split_cables, ROUTINGS[routing].source_routed)
+            _check_share(topology, share, self.datapath.split_cables)
         self.owns_state = state is None
         self.state = state or RunState.create(f"fabric {topology.name}")
         # controller log, layout and stats: the run's results directory, else the run's private one (removed at
@@ -131,8 +131,12 @@ class Fabric:
         self.controller.wait_programmed()
 
     def _controller(self) -> Controller:
+        share, flood = self.share, None
+        if share is not None and not self.routing.source_routed:  # its link states go to the other servers
+            flood = {"server": share.server, "address": share.underlays[share.server].address,
+                     "peers": [u.address for i, u in sorted(share.underlays.items()) if i != share.server]}
         return Controller(self.state, self.layout, self.directory, self.routing.app, self.convergence_delay,
-                          datapath=self.datapath.name, netns=self.switches.netns_pids())
+                          datapath=self.datapath.name, netns=self.switches.netns_pids(), flood=flood)
 
     def _make_hosts(self) -> None:
         for name, host in self.layout.hosts.items():
@@ -254,16 +258,12 @@ def _terminate(signum, _frame) -> None:
     raise Terminated(signal.Signals(signum).name)
 
 
-def _check_share(topology: Topology, share: Share, split_cables: bool, source_routed: bool) -> None:
+def _check_share(topology: Topology, share: Share, split_cables: bool) -> None:
     """What a fabric spread over servers needs: every cable between two servers one of switches, each of its
-    directions on its own interface (the linux datapath), and routes that never change (each server's
-    controller sees only its own links)."""
+    directions on its own interface (the linux datapath)."""
     if not split_cables:
         raise UsageError("a lab over several servers needs the linux datapath (a cable between servers is a "
                          "VXLAN tunnel per direction)")
-    if not source_routed:
-        raise UsageError("a lab over several servers routes statically (static-srv6): a reconverging control "
-                         "plane would need every server's link states")
     crossing = [link.name for link in topology.links
                 if link.kind == "host" and share.server_of[link.a] != share.server_of[link.b]]
     if crossing:

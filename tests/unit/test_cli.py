@@ -196,7 +196,6 @@ def test_a_second_concurrent_run_is_refused_with_one_line():
     (["check", "--servers", "local,-oProxyCommand=x"], "starts with '-'"),
     (["run", "smoke", "--servers", "local"], "needs at least two"),
     (["run", "smoke", "--servers", "local,lab1", "--placement", "planes"], "host cables between two servers"),
-    (["run", "link-failure-ecmp", "--servers", "local,lab1"], "routes statically (static-srv6), not ecmp-reconverge"),
     (["run", "smoke", "--servers", "local,lab1", "--set", "datapath=ovs"], "runs the linux datapath, not ovs"),
     (["run", "smoke", "--servers", "local,lab1", "--engine", "sim"], "runs real packets (engine lab)"),
     (["run", "smoke", "--servers", "local,lab1", "--capture", "hosts"], "leave capture off"),
