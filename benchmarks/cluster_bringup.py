@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shlex
 import statistics
 import subprocess
 import sys
@@ -45,15 +43,7 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="mrclab-bench-") as tmp:
             sshd = servers.sshd(1, Path(tmp) / "sshd")
-            home = Path(tmp) / "home"
-            (home / ".ssh").mkdir(parents=True)
-            (home / ".ssh" / "known_hosts").write_text(sshd.known_hosts.read_text())
-            (home / ".ssh" / "id_ed25519").write_bytes((sshd.root / "client").read_bytes())
-            (home / ".ssh" / "id_ed25519").chmod(0o600)
-            env = {**os.environ, "HOME": str(home), "MRCLAB_REMOTE_DIR": str(sshd.root / "remote"),
-                   "MRCLAB_REMOTE_COMMAND": shlex.join(["env", f"MRCLAB_STATE_DIR={sshd.root}/state",
-                                                        sys.executable, "-m", "mrclab"])}
-            env.pop("SSH_AUTH_SOCK", None)
+            env = servers.runner_env(sshd, Path(tmp) / "home")
             rows: dict[str, list[dict]] = {"local": [], "2 servers": []}
             for _ in range(args.repeat):
                 rows["local"].append(verify(servers.enter(0), args.topology, [], env))

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 from . import lifeline
 from .addressing import Plan
@@ -86,14 +86,38 @@ def command(host: int, plan: Plan, *, control: str, log: str, transport: str = T
             ["--qp-options", json.dumps(qp_options)] if qp_options else [])
 
 
+class Process(Protocol):
+    """An agent's process as the runner handles it: a `subprocess.Popen` here, or one a server's share started."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
+
+
+class Connection(Protocol):
+    """An agent's control connection: its Unix socket, or an SSH channel to a relay into it (`cluster.relay`)."""
+
+    def sendall(self, data: bytes, /) -> Any: ...
+
+    def recv(self, size: int, /) -> bytes: ...
+
+    def fileno(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class AgentControl:
     """One agent's control connection, as `Agents` multiplexes it."""
 
     host: str
     index: int
-    sock: socket.socket
-    proc: subprocess.Popen
+    sock: Connection
+    proc: Process
     buffer: bytearray = field(default_factory=bytearray)
     replies: dict[RequestId, Answer] = field(default_factory=dict)
     unawaited: dict[RequestId, Post] = field(default_factory=dict)  # request id -> a post nobody waits for
@@ -153,26 +177,19 @@ class Agents:
 
     def start(self, scenario: Scenario, hosts: dict, state: RunState, log_dir: Path, timeout: float = 20.0) -> None:
         """`hosts` maps host name -> Mininet host; each agent is started inside its namespace."""
-        topo = scenario.topology
-        sock_dir = state.private_dir()
-        pending = {}
-        for name, host in hosts.items():
-            index = topo.host_index(name)
-            sock_path = sock_dir / f"{name}.sock"
-            argv = command(index, topo.plan, control=str(sock_path), log=str(log_dir / f"agent-{name}.jsonl"),
-                           transport=scenario.transport, routing=scenario.routing, mtu=topo.mtu,
-                           options=effective_options(scenario), seed=scenario.seed, qp_options=qp_options(scenario))
-            with open(log_dir / f"agent-{name}.stderr", "wb") as stderr:
-                proc = host.popen(argv, stdin=subprocess.DEVNULL, stdout=stderr, stderr=subprocess.STDOUT,
-                                  cwd=str(log_dir), preexec_fn=lifeline.die_with_parent())
-            state.add_process(proc.pid, f"agent {name}")
-            pending[name] = (index, sock_path, proc)
         deadline = time.monotonic() + timeout
-        for name, (index, sock_path, proc) in pending.items():
-            sock = _connect(sock_path, proc, deadline, log_dir / f"agent-{name}.stderr")
-            agent = AgentControl(name, index, sock, proc)
-            self.controls[name] = agent
-            self.selector.register(sock, selectors.EVENT_READ, agent)
+        for name, (index, sock_path, proc) in launch(scenario, hosts, state, log_dir).items():
+            self.join(AgentControl(name, index, _connect(sock_path, proc, deadline, log_dir / f"agent-{name}.stderr"),
+                                   proc))
+        self.greet(deadline)
+
+    def join(self, agent: AgentControl) -> None:
+        """Talk to an agent over its connection from now on."""
+        self.controls[agent.host] = agent
+        self.selector.register(agent.sock, selectors.EVENT_READ, agent)
+
+    def greet(self, deadline: float) -> None:
+        """Every agent answers a ping (with the build it runs) before the deadline."""
         for agent in self.controls.values():
             self.builds[agent.host] = self.call(agent.host, Ping, timeout=max(deadline - time.monotonic(), 1.0)).build
 
@@ -279,7 +296,7 @@ class Agents:
                 raise AgentError(f"agent {agent.host} {exit_text(agent.proc.poll())}; see its log")
             agent.buffer += chunk
             while (newline := agent.buffer.find(b"\n")) >= 0:
-                message = _decode(f"agent {agent.host}", agent.buffer[:newline])
+                message = self._received(agent, _decode(f"agent {agent.host}", agent.buffer[:newline]))
                 del agent.buffer[:newline + 1]
                 if isinstance(message, Event):
                     self.events.append((agent.host, message))
@@ -300,6 +317,10 @@ class Agents:
                 else:
                     agent.replies[message.id] = message
 
+    def _received(self, agent: AgentControl, message: Message) -> Message:
+        """A message as it arrived; an agent whose clock is not the runner's has its times put on the runner's."""
+        return message
+
     def stop(self, timeout: float = 5.0) -> None:
         """Ask every agent to quit, then make sure by PID; safe to call twice."""
         for agent in self.controls.values():
@@ -312,13 +333,55 @@ class Agents:
             except subprocess.TimeoutExpired:
                 agent.proc.kill()
                 agent.proc.wait()
-            if agent.sock.fileno() in self.selector.get_map():
-                self.selector.unregister(agent.sock)
-            agent.sock.close()
+            self.hang_up(agent)
         self.controls.clear()
+
+    def hang_up(self, agent: AgentControl) -> None:
+        """Close an agent's connection (its agent exits when it sees it close)."""
+        if agent.sock.fileno() in self.selector.get_map():
+            self.selector.unregister(agent.sock)
+        agent.sock.close()
 
     def pids(self) -> dict[int, str]:
         return {agent.proc.pid: f"agent {name}" for name, agent in self.controls.items()}
+
+
+def launch(scenario: Scenario, hosts: dict, state: RunState, log_dir: Path
+           ) -> dict[str, tuple[int, Path, subprocess.Popen]]:
+    """Start the agent of each of `hosts` (name -> Mininet host) in its namespace, recorded in `state`, its log and
+    stderr in `log_dir`: host -> (its index, its control socket's path, its process)."""
+    topo = scenario.topology
+    sock_dir = state.private_dir()
+    pending: dict[str, tuple[int, Path, subprocess.Popen]] = {}
+    for name, host in hosts.items():
+        index = topo.host_index(name)
+        sock_path = sock_dir / f"{name}.sock"
+        argv = command(index, topo.plan, control=str(sock_path), log=str(log_dir / f"agent-{name}.jsonl"),
+                       transport=scenario.transport, routing=scenario.routing, mtu=topo.mtu,
+                       options=effective_options(scenario), seed=scenario.seed, qp_options=qp_options(scenario))
+        with open(log_dir / f"agent-{name}.stderr", "wb") as stderr:
+            proc = host.popen(argv, stdin=subprocess.DEVNULL, stdout=stderr, stderr=subprocess.STDOUT,
+                              cwd=str(log_dir), preexec_fn=lifeline.die_with_parent())
+        state.add_process(proc.pid, f"agent {name}")
+        pending[name] = (index, sock_path, proc)
+    return pending
+
+
+def listening(path: Path, proc: Process, deadline: float, log: Path) -> None:
+    """Wait until the agent's control socket is in place (it is renamed there once it listens); AgentError if the
+    agent exits or the deadline passes first."""
+    while not path.exists():
+        if proc.poll() is not None:
+            raise AgentError(f"agent {path.stem} {exit_text(proc.poll())}: {last_line(log) or 'no output'}")
+        if time.monotonic() > deadline:
+            raise AgentError(f"agent {path.stem} did not open its control socket {path}")
+        time.sleep(0.02)
+
+
+def last_line(path: Path) -> str:
+    """The last line an agent wrote to its stderr ("" when none)."""
+    lines = path.read_text(errors="replace").strip().splitlines()[-1:] if path.exists() else []
+    return " ".join(lines)
 
 
 def _decode(who: str, line: bytes | bytearray) -> Message:
@@ -338,18 +401,15 @@ def _answer(who: str, op: type[Request[A]], answer: Answer) -> A:
         raise AgentError(f"{who}: {err}") from None
 
 
-def _connect(path: Path, proc: subprocess.Popen, deadline: float, log: Path) -> socket.socket:
+def _connect(path: Path, proc: Process, deadline: float, log: Path) -> socket.socket:
     while True:
-        if proc.poll() is not None:
-            tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
-            raise AgentError(f"agent {path.stem} {exit_text(proc.returncode)}: {' '.join(tail) or 'no output'}")
-        if path.exists():
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                sock.connect(str(path))
-                return sock
-            except OSError:
-                sock.close()
+        listening(path, proc, deadline, log)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(str(path))
+            return sock
+        except OSError:
+            sock.close()
         if time.monotonic() > deadline:
             raise AgentError(f"agent {path.stem} did not open its control socket {path}")
         time.sleep(0.02)

@@ -6,6 +6,7 @@ Every failure becomes one line on stderr and an exit code from docs/spec.md (0 o
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -287,13 +288,19 @@ def empty_out(path: Path, option: str = "--out") -> Path:
               help="Run it on that machine over SSH and fetch the results here (env MRCLAB_TARGET).")
 @click.option("--allow-concurrent", is_flag=True, help="Run even while another mrclab run is live here; both "
               "runs' fidelity is then not ok.")
+@click.option("--servers", default=None, metavar="LIST", help="Run it over these servers: local (this machine, "
+              "first) and [user@]host[:port], comma-separated (docs/cluster.md).")
+@click.option("--placement", type=click.Choice(list(PLACEMENTS)), default=None,
+              help=f"With --servers: what each server runs (default {PLACEMENT_DEFAULT}).")
+@click.option("--cluster", "cluster_file", type=click.Path(dir_okay=False), default=None,
+              help="Run it over the servers a cluster file names, placed as it says (docs/cluster.md).")
 @ENGINE_OPTION
 @ssh_options
 def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], capture: str | None, capture_full: bool,
         as_json: bool, dry_run: bool, progress_jsonl: str | None, target: str | None, allow_concurrent: bool,
-        engine: str | None, identity: str | None, known_hosts: str | None, accept_new_host_key: bool) -> None:
+        servers: str | None, placement: str | None, cluster_file: str | None, engine: str | None,
+        identity: str | None, known_hosts: str | None, accept_new_host_key: bool) -> None:
     """Run a scenario with a live progress view; write its results directory."""
-    from . import capture as capture_mod
     from . import preflight
     from .spec import scenario as scenario_mod
 
@@ -301,8 +308,14 @@ def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], capture:
         ("capture.packets=full",) if capture_full else ()) + ((f"engine={engine}",) if engine else ())
     spec = scenario_mod.load(scenario, list(overrides))
     preflight.check(spec)
+    cluster = over_servers(spec, servers, placement, cluster_file)
+    if cluster is not None and target:
+        raise UsageError("--target runs the scenario on one machine over SSH; --servers and --cluster spread it over "
+                         "several from here: give one or the other")
     if dry_run:
         plan = preflight.plan(spec)
+        if cluster is not None:
+            plan["cluster"] = cluster.assignment.to_dict()
         if as_json:
             emit_json(plan)
         else:
@@ -317,20 +330,58 @@ def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], capture:
         return
     if identity or known_hosts or accept_new_host_key:
         raise UsageError("--identity, --known-hosts and --accept-new-host-key go with --target")
-    target_dir = results_dir(spec.name, out_dir)
-    if ENGINES[spec.engine].lab:
+    run_here(spec, overrides, results_dir(spec.name, out_dir), as_json=as_json, progress_jsonl=progress_jsonl,
+             allow_concurrent=allow_concurrent, cluster=cluster)
+
+
+def run_here(spec, overrides: tuple[str, ...], target_dir: Path, *, as_json: bool, progress_jsonl: str | None,
+             allow_concurrent: bool, cluster) -> None:
+    """`mrclab run` from this machine: here, or over `cluster`'s servers."""
+    from . import capture as capture_mod
+    from . import runner
+
+    if ENGINES[spec.engine].lab and (cluster is None or cluster.servers[0] == "local"):
         require_lab(allow_concurrent)
     if spec.capture.on:
         capture_mod.tool("dumpcap")
-    from . import runner
+    run_class = None
+    if cluster is not None:
+        from .cluster.run import ClusterRun
+        run_class = functools.partial(ClusterRun, cluster=cluster)
     doc = runner.run_scenario(spec, target_dir, console=None if as_json else err, overrides=override_map(overrides),
-                              progress_jsonl=Path(progress_jsonl) if progress_jsonl else None)
+                              progress_jsonl=Path(progress_jsonl) if progress_jsonl else None, run_class=run_class)
     if as_json:
         emit_json({**doc, "dir": str(target_dir)})
     else:
         _print_summary(doc, target_dir)
     if expectations.failed(doc["expectations"]):
         sys.exit(1)
+
+
+def over_servers(spec, servers: str | None, placement: str | None, cluster_file: str | None):
+    """The servers a run spreads over (`cluster.servers.Cluster`, not built), checked against the scenario; None for
+    a run on one machine. Anything they cannot carry is exit 2 before anything runs."""
+    if servers is None and cluster_file is None:
+        if placement:
+            raise UsageError("--placement goes with --servers")
+        return None
+    from .cluster.run import refuse
+    from .cluster.servers import Cluster
+    from .spec import cluster as cluster_spec
+
+    if servers is not None and cluster_file is not None:
+        raise UsageError("--servers and --cluster both name the servers: give one")
+    if cluster_file is not None:
+        if placement:
+            raise UsageError("--placement goes with --servers; a cluster file says its own placement")
+        named = cluster_spec.load(cluster_file)
+        names, where = named.server_names, named.placement
+    else:
+        assert servers is not None
+        names, where = [s.strip() for s in servers.split(",")], placement or PLACEMENT_DEFAULT
+    cluster = Cluster(spec.topology, names, where, seed=spec.seed, run=spec.name)
+    refuse(spec, cluster)
+    return cluster
 
 
 def require_lab(allow_concurrent: bool = False) -> None:
@@ -415,7 +466,7 @@ def paper(only: str | None, quick: bool, repeat: int, out_dir: str | None) -> No
     from . import runner
     for name, path, sets in todo:
         folder = root / name
-        err.print(f"paper: {name}: {path.name} {' '.join(sets)}", soft_wrap=True)
+        err.print(f"paper: {name}: {path.name} {paper_mod.sets_text(sets)}", soft_wrap=True)
         try:
             runner.run_scenario(scenario_mod.load(path, list(sets)), folder, console=err,
                                 overrides=override_map(tuple(sets)))
@@ -634,6 +685,15 @@ def wireshark(path_only: bool) -> None:
         out.print(line, soft_wrap=True, markup=False)
 
 
+@cli.command("cluster-relay", hidden=True)
+@click.argument("socket_path")
+def cluster_relay(socket_path: str) -> None:
+    """An agent's control channel over SSH: joins stdin and stdout to its socket (see mrclab.cluster.relay)."""
+    from .cluster.relay import relay
+
+    sys.exit(relay(socket_path))
+
+
 @cli.group()
 def remote() -> None:
     """Targets of `mrclab run --target`: install mrclab there, fetch a run's results, clean up there."""
@@ -731,10 +791,17 @@ def vm_ssh(args: tuple[str, ...]) -> None:
 
 
 @cli.command()
+@click.option("--servers", default=None, metavar="LIST", help="Clean each of these servers instead, by its own "
+              "records: local (this machine) and [user@]host[:port], comma-separated.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def clean(as_json: bool) -> None:
+def clean(servers: str | None, as_json: bool) -> None:
     """Remove whatever interrupted mrclab runs left behind, and nothing else."""
-    removed = runstate.clean_stale()
+    if servers is not None:
+        from .cluster.servers import clean as clean_servers
+
+        removed = clean_servers([s.strip() for s in servers.split(",")])
+    else:
+        removed = runstate.clean_stale()
     if as_json:
         emit_json({"removed": removed})
     elif removed:

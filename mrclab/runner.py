@@ -42,6 +42,10 @@ log = logging.getLogger("mrclab.runner")
 class RunFailed(MrclabError):
     """The run stopped on an error; what it measured up to then is in its results directory."""
 
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
 
 class _Building:
     """The spinner from the start of the run until the agents answer, then the teardown's."""
@@ -233,6 +237,10 @@ class Run:
             self.stream.file.close()
         write_status(self.out_dir, self.final_status())
 
+    def exit_code(self) -> int:
+        """The exit code of a run that failed: 1 (a run over servers says 3 when a server went away)."""
+        return RunFailed.exit_code
+
     def final_status(self) -> str:
         """The run folder's last word: results.json's status, and why when it is not `completed`."""
         if self.doc is not None:
@@ -309,16 +317,18 @@ class LabRun(Run):
 
 
 def run_scenario(scenario: Scenario, out_dir: Path, console=None, overrides: dict | None = None,
-                 progress_jsonl: Path | None = None) -> dict:
+                 progress_jsonl: Path | None = None, run_class: Callable[..., Run] | None = None) -> dict:
     """Run it on its engine, write DIR, return the results document. `console` (stderr) gets the live view,
-    `progress_jsonl` its records (mrclab.progress).
+    `progress_jsonl` its records (mrclab.progress); `run_class` makes the run instead of its engine's (a run over
+    servers: `cluster.run.ClusterRun`).
 
     A run that fails or is interrupted still leaves a results.json saying so (`status`, `error`),
     and runner.log records why."""
     out_dir = out_dir.resolve()  # the agents start in their own folder, not the user's
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "scenario.yaml").write_text(scenario.to_yaml())
-    run: Run = ENGINES[scenario.engine].run_class()(scenario, out_dir, console, dict(overrides or {}), progress_jsonl)
+    make = run_class or ENGINES[scenario.engine].run_class()
+    run: Run = make(scenario, out_dir, console, dict(overrides or {}), progress_jsonl)
     log.info("run %s: scenario %s, engine %s, out %s, overrides %s", run.run_id, scenario.source, scenario.engine,
              out_dir, overrides or {})
     run.building.show(f"building {scenario.topology.name} and starting the agents")
@@ -338,7 +348,8 @@ def run_scenario(scenario: Scenario, out_dir: Path, console=None, overrides: dic
     if run.failure is not None:
         if not isinstance(run.failure, Exception):
             raise run.failure
-        raise RunFailed(f"run failed: {describe(run.failure)}; what it measured is in {out_dir / 'results.json'}")
+        raise RunFailed(f"run failed: {describe(run.failure)}; what it measured is in {out_dir / 'results.json'}",
+                        run.exit_code())
     assert run.doc is not None, "a run that did not fail has written its results"
     return run.doc
 

@@ -243,10 +243,10 @@ def all_runs() -> list[RunState]:
     return runs
 
 
-def live_runs(exclude: str = "") -> list[str]:
+def live_runs(*exclude: str) -> list[str]:
     """Every other mrclab run whose runner is alive, in words: what a run's fidelity and `mrclab run` check."""
     return [f"run {r.run_id} ({r.purpose.removeprefix('run ')}, pid {r.owner_pid})" for r in all_runs()
-            if r.run_id != exclude and r.purpose.startswith("run ") and not r.is_stale()]
+            if r.run_id not in exclude and r.purpose.startswith("run ") and not r.is_stale()]
 
 
 CRASH_LOG_AGE_S = 86400.0

@@ -291,8 +291,23 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def kvm_usable() -> bool:
-    return os.access("/dev/kvm", os.R_OK | os.W_OK)
+HARDWARE_KVM = ("kvm_intel", "kvm_amd")  # KVM on the CPU's own virtualization: runs any guest kernel
+MODULES = Path("/sys/module")
+
+
+def kvm_problem(modules: Path = MODULES) -> str | None:
+    """Why KVM cannot boot the lab VM's stock Debian kernel here, or None when it can. A machine that is itself a
+    guest may offer /dev/kvm through PVM (the kvm_pvm module, a hypervisor for nested guests without the CPU's
+    virtualization extensions), which runs only guest kernels built for PVM: it starts the domain and the guest
+    never prints a line."""
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return "no /dev/kvm to use"
+    if any((modules / name).exists() for name in HARDWARE_KVM):
+        return None
+    if (modules / "kvm_pvm").exists():
+        return ("this machine's KVM is PVM (module kvm_pvm, no kvm_intel or kvm_amd): it runs only guest kernels "
+                "built for PVM, not Debian's")
+    return None
 
 
 def qemu_command(accel: str, port: int) -> list[str]:
@@ -313,7 +328,10 @@ def up(say) -> dict:
         return running
     if not DISK.exists():
         raise EnvironmentNotReady(f"vm: no image at {DISK}: build it with `mrclab vm build`")
-    for accel in (["kvm"] if kvm_usable() else []) + ["tcg"]:
+    problem = kvm_problem()
+    if problem is not None:
+        say(f"no KVM for the lab VM: {problem}; TCG instead (about twenty times slower)")
+    for accel in (["kvm"] if problem is None else []) + ["tcg"]:
         port = _free_port()
         host_key = (VM_DIR / "ssh_host_ed25519_key.pub").read_text().split()[:2]
         (VM_DIR / "known_hosts").write_text(f"[127.0.0.1]:{port} {' '.join(host_key)}\n")

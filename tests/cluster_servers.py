@@ -4,7 +4,10 @@ recorded in one RunState and removed by `close`. `sshd(i, root)` gives server i 
 underlay address inside its namespace only."""
 from __future__ import annotations
 
+import os
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 from mrclab.cluster import tunnel
@@ -47,6 +50,18 @@ class NamespaceServers:
         self.sshds.append(server)
         self.state.add_process(server.proc.pid, f"sshd of server {i}")
         return server
+
+    def runner_env(self, sshd: Sshd, home: Path) -> dict:
+        """The environment of a runner that reaches `sshd` as a user whose ~/.ssh (`home`) knows its host key and
+        holds its client key; the remote mrclab is this checkout, its run records in the sshd's directory."""
+        (home / ".ssh").mkdir(parents=True)
+        (home / ".ssh" / "known_hosts").write_text(sshd.known_hosts.read_text())
+        (home / ".ssh" / "id_ed25519").write_bytes((sshd.root / "client").read_bytes())
+        (home / ".ssh" / "id_ed25519").chmod(0o600)
+        env = {k: v for k, v in os.environ.items() if k not in ("SSH_AUTH_SOCK", "MRCLAB_TARGET")}
+        env.update(HOME=str(home), MRCLAB_REMOTE_DIR=str(sshd.root / "remote"), MRCLAB_REMOTE_COMMAND=shlex.join(
+            ["env", f"MRCLAB_STATE_DIR={sshd.root}/state", sys.executable, "-m", "mrclab"]))
+        return env
 
     def enter(self, i: int) -> list[str]:
         """A command prefix that runs in server i's namespace."""

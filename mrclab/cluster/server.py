@@ -1,145 +1,60 @@
 """One server's side of a lab over several: ``mrclab cluster-server`` (or ``python -m mrclab.cluster.server``)
-answers one runner over its standard input and output, one JSON line a message (`protocol.Codec`):
+answers one runner over its standard input and output, one JSON line a message (`cluster.messages` lists them).
 
-    hello {peer}                -> underlay {address, device, mtu, vxlan}   (its route towards another server)
-    clock                       -> clocked {monotonic}                      (for the runner's offset readings)
-    build {topology, server, server_of, underlays, port, seed} -> built {hosts, switches, run_id}
-    probe {probes} -> sent;  receive {spine, wanted, timeout} -> arrived {paths};  count {spines} -> counted
-    stop                        (or EOF)                                    -> the share is torn down
-    anything it cannot do       -> failed {error}, and it ends
-
-`build` makes that server's `Share` of the fabric in the namespace the process runs in; the probing requests
-are `verify.LocalProbes` on its own hosts and spines. Over SSH, standard input and output are the session's
-channel, so a runner that goes away ends the share by EOF; a local share also ends with its runner (lifeline).
+`Hello`s say where its underlay is; `Build` makes that server's `Share` of the fabric in the namespace the process
+runs in, and from then on it answers clock readings on its underlay address (`clock.Responder`). It then serves
+topo verify (`verify.LocalProbes` on its own hosts and spines) and a run's part on it (`run_part`): its agents,
+faults on its ends, its counters and CPU. Over SSH, standard input and output are the session's channel, so a
+runner that goes away ends the share by EOF; a local share also ends with its runner (lifeline). Anything it
+cannot do is answered `Failed`, and it ends: its share is torn down.
 """
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ..errors import MrclabError
-from ..protocol import Codec, Message, ProtocolError
+from ..protocol import Message
+from ..runstate import RunState, proc_text
 from ..spec import topology as topology_mod
-from . import tunnel
-from .share import Share
-from .tunnel import VXLAN_PORT
+from . import clock
+from . import messages as msg
+from .messages import (
+    Apply,
+    Build,
+    Built,
+    Clock,
+    Clocked,
+    Count,
+    Failed,
+    Hello,
+    Judge,
+    Kill,
+    Launch,
+    Logs,
+    Probe,
+    Quiesce,
+    Read,
+    Reap,
+    Receive,
+    Stop,
+    Tick,
+    Underlay,
+    Watch,
+    decode,
+    encode,
+)
+from .run_part import KILL_WAIT_S, RunPart
 
-
-@dataclass(frozen=True)
-class Hello(Message):
-    TYPE = "hello"
-    peer: str  # an address of another server: the underlay is where the route to it leaves
-
-
-@dataclass(frozen=True)
-class Underlay(Message):
-    TYPE = "underlay"
-    address: str
-    device: str
-    mtu: int  # the device's: what a tunnelled frame may take on the first hop
-    vxlan: bool  # this kernel makes VXLAN devices
-
-
-@dataclass(frozen=True)
-class Build(Message):
-    TYPE = "build"
-    topology: dict[str, Any]      # the runner's topology (`Topology.to_dict`): no file needs to be there
-    server: int
-    server_of: dict[str, int]
-    underlays: dict[str, list[str]]  # server index (as text: JSON keys) -> [address, interface]
-    port: int = VXLAN_PORT
-    seed: int = 1
-
-    def share(self) -> Share:
-        return Share(self.server, self.server_of, {int(i): tunnel.Underlay(*u) for i, u in self.underlays.items()},
-                     self.port)
-
-
-@dataclass(frozen=True)
-class Built(Message):
-    TYPE = "built"
-    hosts: dict[str, int]     # host name -> a PID in its namespace
-    switches: dict[str, int]  # switch name -> a PID in its namespace
-    run_id: str
-
-
-@dataclass(frozen=True)
-class Probe(Message):
-    TYPE = "probe"
-    probes: list[list[Any]]  # [src, dst, plane, spine, address] from this server's hosts (`verify.LocalProbes`)
-
-
-@dataclass(frozen=True)
-class Sent(Message):
-    TYPE = "sent"
-
-
-@dataclass(frozen=True)
-class Receive(Message):
-    TYPE = "receive"
-    spine: int
-    wanted: int
-    timeout: float
-
-
-@dataclass(frozen=True)
-class Arrived(Message):
-    TYPE = "arrived"
-    paths: list[list[int]]  # [src, dst, plane] of every probe of that batch that reached this server's hosts
-
-
-@dataclass(frozen=True)
-class Count(Message):
-    TYPE = "count"
-    spines: list[str]
-
-
-@dataclass(frozen=True)
-class Counted(Message):
-    TYPE = "counted"
-    counts: dict[str, int]
-
-
-@dataclass(frozen=True)
-class Clock(Message):
-    TYPE = "clock"
-
-
-@dataclass(frozen=True)
-class Clocked(Message):
-    TYPE = "clocked"
-    monotonic: float  # the server's time.monotonic() when it read the request
-
-
-@dataclass(frozen=True)
-class Stop(Message):
-    TYPE = "stop"
-
-
-@dataclass(frozen=True)
-class Failed(Message):
-    TYPE = "failed"
-    error: str
-
-
-CODEC = Codec(Hello, Underlay, Build, Built, Probe, Sent, Receive, Arrived, Count, Counted, Clock, Clocked,
-              Stop, Failed)
-
-
-def encode(message: Message) -> str:
-    return CODEC.encode(message).decode()
-
-
-def decode(line: str) -> Message:
-    """A message from one line; ProtocolError (a ValueError) naming what is wrong, also when the line is empty:
-    the other end closed the channel."""
-    if not line:
-        raise ProtocolError("the other end closed the channel")
-    return CODEC.decode(line)
+SILENCE_S = 10.0  # a run's share whose runner says nothing for this long tears itself down
 
 
 def vxlan_works() -> bool:
@@ -160,8 +75,95 @@ def underlay_towards(peer: str) -> Underlay:
         raise ValueError(f"no route to {peer} here: {out.stderr.strip() or out.stdout.strip()}") from None
 
 
+def session_pid() -> int | None:
+    """The SSH session process this share's channel runs under (its nearest sshd ancestor), if any."""
+    pid = os.getppid()
+    while pid > 1:
+        try:
+            stat = proc_text(f"/proc/{pid}/stat")
+        except OSError:
+            return None
+        if stat[stat.index("(") + 1:stat.rindex(")")] == "sshd":
+            return pid
+        pid = int(stat[stat.rindex(")") + 2:].split()[1])
+    return None
+
+
+def boot_id() -> str:
+    return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
+class Silence:
+    """Ends this share (SIGTERM: the fabric unwinds and tears it down, as when its runner dies here) once its runner
+    has said nothing for SILENCE_S while it waited: a runner behind a partition never closes the channel, but its
+    heartbeat (`servers.Heartbeat`) stops. Armed by a run (`Launch`); topo verify sends no heartbeat."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.since: float | None = time.monotonic()  # waiting for the runner since
+        threading.Thread(target=self._watch, name="silence", daemon=True).start()
+
+    def waiting(self) -> None:
+        self.since = time.monotonic()
+
+    def heard(self) -> None:
+        self.since = None
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(1.0)
+            since = self.since
+            if self.armed and since is not None and time.monotonic() - since > SILENCE_S:
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+
+class Served:
+    """The share a `Build` made, and everything asked of it after: one answer per request."""
+
+    def __init__(self, fabric, topology, probes, responder: clock.Responder, log_dir: Path,
+                 session: int | None) -> None:
+        self.fabric, self.topology, self.probes, self.responder = fabric, topology, probes, responder
+        self.part = RunPart(fabric, log_dir, session)
+
+    def answer(self, request: Message) -> Message:
+        part = self.part
+        handlers: dict[type, Callable[[Any], Message]] = {
+            Apply: self._apply, Clock: lambda _: Clocked(time.monotonic()), Tick: self._tick,
+            Launch: part.launch, Watch: part.watch, Quiesce: lambda _: part.quiesce(), Read: lambda _: part.read(),
+            Judge: part.judge, Reap: lambda r: part.reap(r.host, r.timeout),
+            Kill: lambda r: part.reap(r.host, KILL_WAIT_S, kill=True), Logs: lambda _: part.logs(),
+            Probe: self._probe, Receive: self._receive, Count: lambda r: msg.Counted(self.probes.counts(r.spines))}
+        handler = handlers.get(type(request))
+        if handler is None:
+            raise ValueError(f"unexpected {type(request).__name__}")
+        return handler(request)
+
+    def _apply(self, request: Apply) -> msg.Applied:
+        return msg.Applied(self.fabric.apply(request.action, request.target,
+                                             loss_probability=request.loss_probability, rate_bps=request.rate_bps))
+
+    @staticmethod
+    def _tick(request: Tick) -> msg.Ticked:
+        offset = clock.read(request.address, request.port)
+        return msg.Ticked(offset.offset_s, offset.uncertainty_s)
+
+    def _probe(self, request: Probe) -> msg.Sent:
+        self.probes.send([(p[0], p[1], p[2], p[3], p[4]) for p in request.probes])
+        return msg.Sent()
+
+    def _receive(self, request: Receive) -> msg.Arrived:
+        arrived = self.probes.receive(request.spine, request.wanted, request.timeout)
+        return msg.Arrived([list(p) for p in sorted(arrived)])
+
+    def close(self) -> None:
+        self.part.close()
+        self.probes.close()
+        self.responder.close()
+
+
 def serve(stdin=sys.stdin, stdout=sys.stdout) -> int:
-    """Answer one runner until `Stop` or EOF: `Hello`s, then one `Build`, then probes and counts."""
+    """Answer one runner until `Stop` or EOF: `Hello`s, then one `Build`, then what is asked of the share."""
     from ..fabric.net import Fabric  # Mininet and the fabric only where a share is built
     from ..fabric.verify import LocalProbes
 
@@ -169,6 +171,7 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> int:
         stdout.write(encode(message))
         stdout.flush()
 
+    state: RunState | None = None
     try:
         request = decode(stdin.readline())
         while isinstance(request, Hello | Clock):
@@ -177,33 +180,37 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> int:
         if not isinstance(request, Build):
             raise ValueError(f"expected Build, got {type(request).__name__}")
         topology = topology_mod.from_mapping(request.topology, "the runner's topology")
-        with Fabric(topology, datapath="linux", seed=request.seed, share=request.share()) as fabric:
+        share = request.share()
+        if request.run:  # a run's record says so (other runs see it live); the fabric's own says "fabric"
+            state = RunState.create(f"run {request.run} (server {request.server} of a lab over servers)")
+        with Fabric(topology, state, datapath="linux", seed=request.seed, share=share) as fabric:
             hosts = {n: h.pid for n, h in fabric.hosts.items()}
             probes = LocalProbes(topology, {topology.host_index(n): pid for n, pid in hosts.items()},
                                  fabric.switches.spine_counts)
+            mine = share.underlays[share.server].address
+            responder = clock.Responder(mine, [u.address for i, u in share.underlays.items() if i != share.server])
+            session = session_pid()
+            served = Served(fabric, topology, probes, responder, fabric.state.private_dir(), session)
             try:
-                say(Built(hosts, fabric.switches.netns_pids(), fabric.state.run_id))
+                say(Built(hosts, fabric.switches.netns_pids(), fabric.state.run_id, responder.port,
+                          [os.getpid(), *([session] if session else [])], boot_id()))
+                silence = Silence()
                 for line in stdin:
+                    silence.heard()
                     request = decode(line)
                     if isinstance(request, Stop):
                         break
-                    if isinstance(request, Probe):
-                        probes.send([(p[0], p[1], p[2], p[3], p[4]) for p in request.probes])
-                        say(Sent())
-                    elif isinstance(request, Receive):
-                        arrived = probes.receive(request.spine, request.wanted, request.timeout)
-                        say(Arrived([list(p) for p in sorted(arrived)]))
-                    elif isinstance(request, Count):
-                        say(Counted(probes.counts(request.spines)))
-                    elif isinstance(request, Clock):
-                        say(Clocked(time.monotonic()))
-                    else:
-                        raise ValueError(f"unexpected {type(request).__name__}")
+                    silence.armed = silence.armed or isinstance(request, Launch)
+                    say(served.answer(request))
+                    silence.waiting()
             finally:
-                probes.close()
+                served.close()
     except (MrclabError, ValueError, OSError, RuntimeError) as exc:
         say(Failed(f"{type(exc).__name__}: {exc}"))
         return 1
+    finally:
+        if state is not None:
+            state.teardown()
     return 0
 
 

@@ -10,97 +10,173 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import shlex
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from .. import lifeline
 from ..check import Row
 from ..errors import EnvironmentNotReady, UsageError
 from ..spec import address as address_mod
 from ..spec.topology import Topology
-from . import server as msg
+from . import clock
+from . import messages as msg
 from .placement import assign
 from .tunnel import VXLAN_PORT, underlay_mtu
 
+A = TypeVar("A", bound=msg.Message)
+
 LOCAL = "local"  # this machine, as a server (first in the list, if at all)
 ANSWER_TIMEOUT_S = 300.0  # a share of hundreds of nodes takes a while to build
+LIVENESS_S = 5.0  # once built, a server silent for this long is gone (a heartbeat goes every HEARTBEAT_S)
+HEARTBEAT_S = 1.0
+CLOCK_ROUNDS = 16  # ping-pongs per offset reading over a channel: the one with the shortest round trip is kept
+TICK_TIMEOUT_S = 30.0
+GONE_WAIT_S = 0.5
 
 
-CLOCK_ROUNDS = 16  # ping-pongs per offset reading: the one with the shortest round trip is kept
+class ServerLost(EnvironmentNotReady):
+    """A server went away or stopped answering: its channel closed, it failed, or it fell silent."""
+
+    def __init__(self, spec: str, why: str) -> None:
+        super().__init__(f"server {spec}: {why}")
+        self.spec = spec
 
 
-@dataclass(frozen=True)
-class Offset:
-    """A server's monotonic clock against the runner's: theirs = ours + offset_s, within +- uncertainty_s (half
-    the shortest round trip of the readings)."""
-
-    offset_s: float
-    uncertainty_s: float
-
-
-@dataclass
+@dataclass(eq=False)
 class Channel:
-    """One server's share process: what it reads and what it writes."""
+    """One server's share process: what it reads and what it writes. One request at a time (`lock`)."""
 
     spec: str
     send: IO[str]
     receive: IO[str]
     closer: Any  # a Popen or an SSH connection
+    chan: Any = None  # over SSH: the paramiko channel (its read timeout, its transport)
+    remote: Any = None  # over SSH: the `remote.job.Remote` (how mrclab runs there)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    timeout: float = ANSWER_TIMEOUT_S  # for an answer over SSH
+    lost: str | None = None  # why it is gone
 
-    def ask(self, message: msg.Message, answer: type) -> Any:
-        self.tell(message)
-        return self.answer(answer)
+    def ask(self, message: msg.Message, answer: type[A], timeout: float | None = None) -> A:
+        with self.lock:
+            self.tell(message)
+            return self.answer(answer, timeout)
 
     def tell(self, message: msg.Message) -> None:
+        if self.lost is not None:
+            raise ServerLost(self.spec, self.lost)
         try:
             self.send.write(msg.encode(message))
             self.send.flush()
         except OSError as exc:
-            raise EnvironmentNotReady(f"server {self.spec}: the share went away ({exc})") from None
+            raise self.lose(self._gone(exc)) from None
 
-    def answer(self, answer: type) -> Any:
+    def _gone(self, exc: Exception) -> str:
+        """Why its channel failed: the whole connection, or the share alone (a closing connection closes its
+        channels first: it is given a moment to show)."""
+        deadline = time.monotonic() + GONE_WAIT_S
+        while self.chan is not None and self.alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not self.alive():
+            return "its SSH connection closed: the server, or the network to it, went away"
+        return f"its share went away ({exc or type(exc).__name__})"
+
+    def answer(self, answer: type[A], timeout: float | None = None) -> A:
+        if self.lost is not None:
+            raise ServerLost(self.spec, self.lost)
+        if self.chan is not None:
+            self.chan.settimeout(timeout or self.timeout)
         try:
-            reply = msg.decode(self.receive.readline())
-        except (ValueError, OSError) as exc:  # a timeout is an OSError
-            raise EnvironmentNotReady(f"server {self.spec}: {exc}") from None
+            line = self.receive.readline()
+        except OSError as exc:  # a timeout is an OSError
+            raise self.lose(f"did not answer within {timeout or self.timeout:g} s" if isinstance(exc, TimeoutError)
+                            else self._gone(exc)) from None
+        if not line:
+            raise self.lose(self._gone(EOFError("its channel closed")))
+        try:
+            reply = msg.decode(line)
+        except ValueError as exc:
+            raise self.lose(f"sent what is not a message: {exc}") from None
         if isinstance(reply, msg.Failed):
-            raise EnvironmentNotReady(f"server {self.spec}: {reply.error}")
+            raise self.lose(reply.error)
         if not isinstance(reply, answer):
-            raise EnvironmentNotReady(f"server {self.spec}: answered {type(reply).__name__}, not {answer.__name__}")
+            raise self.lose(f"answered {type(reply).__name__}, not {answer.__name__}")
         return reply
 
-    def clock_offset(self) -> Offset:
-        """Ping-pong over the channel: the reading with the shortest round trip bounds the offset best."""
-        best: tuple[float, float] | None = None
-        for _ in range(CLOCK_ROUNDS):
-            sent = time.monotonic()
-            theirs = self.ask(msg.Clock(), msg.Clocked).monotonic
-            back = time.monotonic()
-            if best is None or back - sent < best[1]:
-                best = (theirs - (sent + back) / 2, back - sent)
-        assert best is not None
-        return Offset(round(best[0], 7), round(best[1] / 2, 7))
+    def lose(self, why: str) -> ServerLost:
+        """Mark it gone (no request goes to it any more: its SSH connection is closed, which ends its agents'
+        channels too) and say so."""
+        if self.lost is None:
+            self.lost = why
+            if not isinstance(self.closer, subprocess.Popen):
+                self.closer.close()
+        return ServerLost(self.spec, self.lost)
+
+    def clock_offset(self) -> clock.Offset:
+        """Its clock read over this channel."""
+        return clock.ping_pong(lambda: self.ask(msg.Clock(), msg.Clocked).monotonic, CLOCK_ROUNDS)
+
+    def relay(self, path: str) -> Any:
+        """Another SSH channel to this server, joined to an agent's control socket there (`cluster.relay`)."""
+        chan = self.chan.get_transport().open_session(timeout=LIVENESS_S)
+        chan.exec_command(shlex.join([*self.remote.sudo, *self.remote.mrclab, "cluster-relay", path]))
+        return chan
+
+    def alive(self) -> bool:
+        """Over SSH: its connection is up (a local share's end shows when it is read)."""
+        return self.chan is None or self.chan.get_transport().is_active()
+
+    def stop(self) -> None:
+        """Ask the share to tear down (without waiting)."""
+        if self.lost is None and not self.send.closed:
+            with contextlib.suppress(EnvironmentNotReady, OSError):
+                self.tell(msg.Stop())
+                self.send.close()
 
     def close(self) -> None:
-        try:
-            self.tell(msg.Stop())
-            self.send.close()
-        except (EnvironmentNotReady, OSError):
-            pass
+        """Stop the share and wait until it has torn down; a lost one is let go."""
+        self.stop()
         if isinstance(self.closer, subprocess.Popen):
+            if self.lost is not None:  # failed (it has ended) or hung: its lifeline's signal tears it down
+                self.closer.terminate()
             try:
                 self.closer.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self.closer.kill()
                 self.closer.wait()
-        else:
-            self.receive.read()  # the share has torn down once its output ends
+            return
+        if self.lost is None:
+            with contextlib.suppress(OSError):
+                self.chan.settimeout(60)
+                self.receive.read()  # the share has torn down once its output ends
             self.closer.close()
+
+
+class Heartbeat:
+    """Asks a server's share for its clock every HEARTBEAT_S, in a thread, so that a server that falls silent (a
+    partition: TCP says nothing) is found within LIVENESS_S, and so that the share knows its runner is there (it
+    tears itself down when the questions stop: `server.SILENCE_S`)."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._beat, name=f"heartbeat {channel.spec}", daemon=True)
+        self.thread.start()
+
+    def _beat(self) -> None:
+        with contextlib.suppress(EnvironmentNotReady):  # the channel is marked lost: `Cluster.check` says so
+            while not self.stopping.wait(HEARTBEAT_S):
+                self.channel.ask(msg.Clock(), msg.Clocked, LIVENESS_S)
+
+    def stop(self) -> None:
+        self.stopping.set()
 
 
 def open_local() -> Channel:
@@ -125,7 +201,7 @@ def open_remote(spec: str) -> Channel:
     except BaseException:
         conn.close()
         raise
-    return Channel(spec, chan.makefile_stdin("w"), chan.makefile("r"), conn)
+    return Channel(spec, chan.makefile_stdin("w"), chan.makefile("r"), conn, chan=chan, remote=remote)
 
 
 def _address_of(spec: str) -> str:
@@ -201,12 +277,15 @@ class Cluster:
 
     topology: Topology
     servers: list[str]
-    placement: str = "pods"
+    placement: str | Mapping[str, int] = "pods"
     port: int = VXLAN_PORT
     seed: int = 1
+    run: str = ""  # the scenario's name, when the shares are a run's
     channels: list[Channel] = field(default_factory=list)
     built: list[msg.Built] = field(default_factory=list)
-    offsets: dict[str, list[Offset]] = field(default_factory=dict)  # "start", "end": one per server
+    addresses: list[str] = field(default_factory=list)  # each server's underlay address
+    offsets: dict[str, list[clock.Offset | None]] = field(default_factory=dict)  # "start", "end": one per server
+    heartbeats: dict[int, Heartbeat] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if len(self.servers) < 2:
@@ -221,18 +300,20 @@ class Cluster:
                     address_mod.parse(spec)
                 except ValueError as exc:
                     raise UsageError(f"--servers {spec!r}: {exc} (or {LOCAL!r} for this machine)") from None
-        self.server_of = assign(self.topology, self.servers, self.placement, source="--servers").server_of()
+        self.assignment = assign(self.topology, self.servers, self.placement, source="--servers")
+        self.server_of = self.assignment.server_of()
 
     def __enter__(self) -> Cluster:
         try:
             for spec in self.servers:
                 self.channels.append(open_local() if spec == LOCAL else open_remote(spec))
             underlays = self.underlays()
+            self.addresses = [u.address for u in underlays]
             table = {str(i): [u.address, u.device] for i, u in enumerate(underlays)}
             for i, ch in enumerate(self.channels):  # every server builds at once
-                ch.tell(msg.Build(self.topology.to_dict(), i, self.server_of, table, self.port, self.seed))
+                ch.tell(msg.Build(self.topology.to_dict(), i, self.server_of, table, self.port, self.seed, self.run))
             self.built = [ch.answer(msg.Built) for ch in self.channels]
-            self.offsets["start"] = [ch.clock_offset() for ch in self.channels]
+            self.offsets["start"] = self.read_clocks()
         except BaseException:
             self.close()
             raise
@@ -255,10 +336,75 @@ class Cluster:
                 raise EnvironmentNotReady(f"server {spec}: {problem}")
         return underlays
 
+    def read_clocks(self) -> list[clock.Offset | None]:
+        """Every server's clock against the runner's (`cluster.clock`): the first is this machine's or read over
+        its channel, the others by the first server over the underlay; None for a server that is gone."""
+        first_channel = self.channels[0]
+        first = clock.SAME if self.servers[0] == LOCAL else first_channel.clock_offset()
+        out: list[clock.Offset | None] = [first]
+        for ch, address, built in zip(self.channels[1:], self.addresses[1:], self.built[1:], strict=True):
+            if ch.lost is not None:
+                out.append(None)
+                continue
+            tick = first_channel.ask(msg.Tick(address, built.clock_port), msg.Ticked, TICK_TIMEOUT_S)
+            out.append(first.then(clock.Offset(tick.offset_s, tick.uncertainty_s)))
+        return out
+
+    def shift(self, server: int) -> float:
+        """How far ahead of the runner's clock a server's is (read when the shares were built)."""
+        offset = self.offsets["start"][server]
+        return 0.0 if offset is None else offset.offset_s
+
+    def watch(self) -> None:
+        """The run is on: every server answers within LIVENESS_S from now on, and is asked every HEARTBEAT_S."""
+        for i, ch in enumerate(self.channels):
+            ch.timeout = LIVENESS_S
+            self.heartbeats[i] = Heartbeat(ch)
+
+    def check(self) -> None:
+        """ServerLost for the first server that is gone: its channel failed or went unanswered for LIVENESS_S
+        (its heartbeat's or any request's), or its SSH connection closed."""
+        for ch in self.channels:
+            if ch.lost is None and not ch.alive():
+                ch.lose("its SSH connection closed: the server, or the network to it, went away")
+            if ch.lost is not None:
+                raise ServerLost(ch.spec, ch.lost)
+
+    def ask_all(self, requests: Mapping[int, msg.Message], answer: type[A], timeout: float | None = None
+                ) -> dict[int, A]:
+        """One request to each of some servers at once (each holds its channel meanwhile); their answers."""
+        channels = {i: self.channels[i] for i in sorted(requests)}
+        with contextlib.ExitStack() as held:
+            for ch in channels.values():
+                held.enter_context(ch.lock)
+            for i, ch in channels.items():
+                ch.tell(requests[i])
+            return {i: ch.answer(answer, timeout) for i, ch in channels.items()}
+
+    def live(self) -> list[int]:
+        """The servers that have not gone away."""
+        return [i for i, ch in enumerate(self.channels) if ch.lost is None]
+
+    def describe(self) -> list[dict]:
+        """Each server's share and clock (`offset_s` such that its `time.monotonic()` is the runner's plus it,
+        within `uncertainty_s`; `time_uncertainty_s`: how far off its times can be over the whole run)."""
+        out = []
+        for i, (spec, b) in enumerate(zip(self.servers, self.built, strict=True)):
+            start, end = (self.offsets.get(when, [None] * len(self.servers))[i] for when in ("start", "end"))
+            out.append({"server": spec, "run_id": b.run_id, "hosts": sorted(b.hosts), "switches": sorted(b.switches),
+                        "clock": {when: asdict(o) for when, o in (("start", start), ("end", end)) if o is not None},
+                        "time_uncertainty_s": None if start is None else start.over(end)})
+        return out
+
     def close(self) -> None:
-        if self.built and "end" not in self.offsets:
-            with contextlib.suppress(EnvironmentNotReady):  # a server that went away: no offset at the end
-                self.offsets["end"] = [ch.clock_offset() for ch in self.channels]
+        """Every share tears down at once; the clocks are read once more first (None for a server that is gone)."""
+        for heartbeat in self.heartbeats.values():
+            heartbeat.stop()
+        if self.built and "end" not in self.offsets and self.channels:
+            with contextlib.suppress(EnvironmentNotReady):
+                self.offsets["end"] = self.read_clocks()
+        for ch in self.channels:
+            ch.stop()
         for ch in self.channels:
             ch.close()
         self.channels = []
@@ -291,8 +437,38 @@ def verify_topology(cluster: Cluster, timeout: float = 1.0) -> dict:
             "datapath_detail": f"Linux SRv6 routers over {len(servers)} servers ({placement}; {crossing} cables "
                                "between servers, a VXLAN tunnel per direction)",
             "run_id": ",".join(run_ids), **doc,
-            "servers": [{"server": spec, "run_id": b.run_id, "hosts": sorted(b.hosts), "switches": sorted(b.switches),
-                         "clock": {when: asdict(offsets[i]) for when, offsets in cluster.offsets.items()}}
-                        for i, (spec, b) in enumerate(zip(servers, cluster.built, strict=True))],
+            "servers": cluster.describe(),
             "timings_s": {"build": round(built - started, 3), "verify": round(verified - built, 3),
                           "teardown": round(done - verified, 3), "total": round(done - started, 3)}}
+
+
+def clean(servers: list[str]) -> list[str]:
+    """`mrclab clean --servers`: each server removes what its dead runs left, by its own records (`mrclab clean`
+    there, over SSH as root); what each removed, named by server."""
+    from .. import runstate
+    from ..remote import job, ssh
+    from ..remote import target as target_mod
+
+    if not servers or any(not spec for spec in servers):
+        raise UsageError("--servers: name at least one server (local, or [user@]host[:port])")
+    for spec in servers:
+        if spec != LOCAL:
+            try:
+                address_mod.parse(spec)
+            except ValueError as exc:
+                raise UsageError(f"--servers {spec!r}: {exc} (or {LOCAL!r} for this machine)") from None
+    removed = []
+    for spec in servers:
+        if spec == LOCAL:
+            items = runstate.clean_stale()
+        else:
+            with ssh.Connection(target_mod.parse(spec), say=lambda _line: None) as conn:
+                remote = job.locate(conn)
+                done = conn.run(remote.as_root(*remote.mrclab, "clean", "--json"), timeout=120)
+                try:
+                    items = json.loads(done.stdout)["removed"]
+                except (ValueError, KeyError, TypeError):
+                    raise EnvironmentNotReady(f"server {spec}: `mrclab clean` failed there: {done.last_line()}") \
+                        from None
+        removed += [f"server {spec}: {item}" for item in items]
+    return removed

@@ -135,6 +135,11 @@ class Faults:
         behind the frame being sent, over every port of the path back). A DATA packet's wait at its host's NIC is
         the sender's own pacing, which the agents leave out of their RTT samples (they date each packet by when
         its NIC sends it: `mrclab.transport.departures`), so it is left out here too."""
+        return queue_waits(*self.queue_totals())
+
+    def queue_totals(self) -> tuple[int, int, int, int]:
+        """What `queue_waits` averages: (ns data packets waited at switch ports, those data packets, ns control
+        packets waited, control packets), summed over the ports this process sends on."""
         waited = bulk = ctl_waited = ctl = 0
         for ifname, (_link, node, _peer) in self._ports().items():
             c = self.egress.counters(ifname)
@@ -143,7 +148,7 @@ class Faults:
             if node not in self.layout.hosts:
                 waited += c.queued_ns
                 bulk += c.tx_packets - c.ctl_packets - c.trims
-        return (PATH_HOPS - 1) * _mean(waited, bulk), PATH_HOPS * _mean(ctl_waited, ctl)
+        return waited, bulk, ctl_waited, ctl
 
 
 class OvsFaults(Faults):
@@ -244,7 +249,7 @@ class LinuxFaults(Faults):
     def _set_cables(self, links: list[Link], state: str) -> float:
         batches: dict[int, list[str]] = {}
         senders = self._host_cable_senders(links)
-        pulled = [link for link in links if link.kind == "host"]
+        pulled = [link for link in links if link.kind == "host" and link.a in self.nodes]  # its cable namespace's
         if pulled:
             batches[self.cables.pid] = self.cables.state_lines(pulled, state)
         for link in links:
@@ -293,6 +298,11 @@ def interface_stats(netns_pids: list[int]) -> dict[str, int]:
         for link in json.loads(text or "[]"):
             out[link["ifname"]] = link.get("stats64", {}).get("tx", {}).get("dropped", 0)
     return out
+
+
+def queue_waits(waited: int, bulk: int, ctl_waited: int, ctl: int) -> tuple[float, float]:
+    """`Faults.queue_waits` of totals (`Faults.queue_totals`, summed over the ports of several processes)."""
+    return (PATH_HOPS - 1) * _mean(waited, bulk), PATH_HOPS * _mean(ctl_waited, ctl)
 
 
 def _mean(total: int, count: int) -> float:

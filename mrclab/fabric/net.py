@@ -195,6 +195,9 @@ class Fabric:
     def queue_waits(self) -> tuple[float, float]:
         return self._built(self.faults).queue_waits()
 
+    def queue_totals(self) -> tuple[int, int, int, int]:
+        return self._built(self.faults).queue_totals()
+
     def controller_stats(self) -> dict:
         """results.json `controller`: flow-mods at boot and after it (static routing: always 0), and the
         reconvergences of a routing that has them."""

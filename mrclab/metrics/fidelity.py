@@ -152,6 +152,7 @@ class CpuSampler:
 
     pids: dict[int, str] = field(default_factory=dict)
     others: Callable[[], list[str]] = list  # other mrclab runs live now, each in words (polled while sampling)
+    lab: frozenset[int] = frozenset()  # more of the lab's own processes (a lab over servers: its other parts here)
     _start: tuple | None = None
 
     def start(self) -> None:
@@ -190,7 +191,7 @@ class CpuSampler:
             if pct > hottest_pct:
                 hottest, hottest_pct = key, pct
         most, share = self._saturation.worst(default=hottest)
-        outside = outside_processes(self._processes, _process_ticks(), set(self.pids), elapsed)
+        outside = outside_processes(self._processes, _process_ticks(), set(self.pids) | self.lab, elapsed)
         self._concurrent.update(dict.fromkeys(self.others()))
         return verdict(machine, hottest, hottest_pct, emulator_drops, goodput_fraction, most, share, latency,
                        outside=outside, concurrent=tuple(self._concurrent), link_load=link_load)
@@ -352,3 +353,53 @@ def _no_sign(v: Verdict) -> str:
 _NOTES = {Reason.EMULATOR_DROPS: _emulator_drops, Reason.CPU_SET_PACE: _cpu_set_pace,
           Reason.CPU_SET_ROUND_TRIP: _cpu_set_round_trip, Reason.LINKS_TOO_FAST: _links_too_fast,
           Reason.OUTSIDE_LOAD: _outside_load, Reason.CONCURRENT_RUN: _concurrent_run}
+
+
+CLOCK_SHARE_LIMIT = 0.1  # a lab over servers: its servers' times are known to within this share of the base RTT
+
+
+def over_servers(verdicts: dict[str, dict | None], time_uncertainty: dict[str, float | None],
+                 base_rtt_s: float | None, machines: list[list[str]]) -> dict:
+    """The fidelity of a lab over servers (results.json `fidelity`, with `servers` and `clock`): each server judges
+    its own CPU and its own emulator drops (`verdicts`: server -> `Verdict.to_dict()`, None when it went away
+    before it could), and the times the servers report are on the runner's clock to within `time_uncertainty`
+    (server -> seconds). It is ok only when every server's verdict is and every server's times are known to within
+    CLOCK_SHARE_LIMIT of the base RTT; the notes name each server that is not. `machines` groups the servers that
+    turned out to be one machine (one kernel): their CPU figures are that machine's, shared."""
+    measured = {server: v for server, v in verdicts.items() if v is not None}
+    notes = [f"server {server}: not measured: it went away" for server, v in verdicts.items() if v is None]
+    for server, v in measured.items():
+        if not v.get("ok"):
+            notes += [f"server {server}: {note}" for note in v["notes"]]
+    limit = None if base_rtt_s is None else CLOCK_SHARE_LIMIT * base_rtt_s
+    late = {server: u for server, u in time_uncertainty.items() if limit is not None and (u is None or u > limit)}
+    for server, u in late.items():
+        assert limit is not None
+        notes.append(f"server {server}: its times are on the runner's clock only to within "
+                     + ("an unknown margin" if u is None else format_seconds(u))
+                     + f", more than {CLOCK_SHARE_LIMIT:.0%} of the base RTT ({format_seconds(limit)}): reaction times "
+                       "(avoid_s) and step times across servers are that uncertain; run the runner on the first server "
+                       "(local) and keep the underlay between the servers short")
+    ok = not notes
+    if ok:
+        notes += [f"server {server}: {note}" for server, v in measured.items() for note in v["notes"]]
+    for group in machines:
+        if len(group) > 1:
+            notes.append(f"servers {', '.join(group)} are one machine (one kernel): they share its CPUs, so each one's "
+                         "CPU figures are the whole machine's")
+    busiest = max(measured.items(), key=lambda item: item[1].get("cpu_busy_pct") or 0.0, default=None)
+    top = busiest[1] if busiest is not None else {}
+    return {"cpu_busy_pct": top.get("cpu_busy_pct"),
+            "hottest_thread": f"{busiest[0]}: {top.get('hottest_thread')}" if busiest is not None else None,
+            "hottest_thread_pct": top.get("hottest_thread_pct"), "saturated_thread": top.get("saturated_thread"),
+            "saturated_share": top.get("saturated_share"),
+            "emulator_drops": sum(v.get("emulator_drops", 0) for v in measured.values()),
+            **({"latency": top["latency"]} if "latency" in top else {}),
+            "outside_processes": [{"server": server, **p} for server, v in measured.items()
+                                  for p in v.get("outside_processes", [])],
+            "concurrent_runs": sorted({r for v in measured.values() for r in v.get("concurrent_runs", [])}),
+            "ok": ok, "notes": notes,
+            "servers": [{"server": server, **(v if v is not None else {"ok": False, "notes": ["it went away"]})}
+                        for server, v in verdicts.items()],
+            "clock": {"limit_s": None if limit is None else round(limit, 7),
+                      "time_uncertainty_s": dict(time_uncertainty)}}

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from mrclab.cluster import server as msg
+from mrclab.cluster import messages as msg
 from mrclab.cluster.placement import assign
 from mrclab.cluster.servers import Channel, RemoteProbes
 from mrclab.fabric.verify import verify

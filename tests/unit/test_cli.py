@@ -194,6 +194,31 @@ def test_a_second_concurrent_run_is_refused_with_one_line():
     (["topo", "verify", "clos-2p-2l-2s", "--servers", "local,lab1", "--datapath", "ovs"], "linux datapath"),
     (["topo", "verify", "clos-2p-2l-2s", "--servers", "local,lab1,lab2,lab3"], "--servers:"),
     (["check", "--servers", "local,-oProxyCommand=x"], "starts with '-'"),
+    (["run", "smoke", "--servers", "local"], "needs at least two"),
+    (["run", "smoke", "--servers", "local,lab1", "--placement", "planes"], "host cables between two servers"),
+    (["run", "link-failure-ecmp", "--servers", "local,lab1"], "routes statically (static-srv6), not ecmp-reconverge"),
+    (["run", "smoke", "--servers", "local,lab1", "--set", "datapath=ovs"], "runs the linux datapath, not ovs"),
+    (["run", "smoke", "--servers", "local,lab1", "--engine", "sim"], "runs real packets (engine lab)"),
+    (["run", "smoke", "--servers", "local,lab1", "--capture", "hosts"], "leave capture off"),
+    (["run", "smoke", "--servers", "local,lab1,lab2"], "pods placement: 3 servers is more than"),
+    (["run", "smoke", "--servers", "local,lab1", "--cluster", "c.yaml"], "both name the servers"),
+    (["run", "smoke", "--servers", "local,lab1", "--target", "lab2"], "give one or the other"),
+    (["run", "smoke", "--placement", "planes"], "--placement goes with --servers"),
+    (["run", "smoke", "--cluster", "/nonexistent/c.yaml"], "c.yaml"),
+    (["clean", "--servers", ""], "name at least one server"),
+    (["clean", "--servers", "local,a@b@c"], "--servers 'a@b@c': expected"),
 ])
 def test_servers_that_cannot_be_a_cluster_are_refused_before_anything_starts(args, fragment):
     assert_one_line_error(mrclab(*args), 2, fragment)
+
+
+def test_a_cluster_file_is_placed_and_checked_before_anything_starts(tmp_path):
+    planes = tmp_path / "planes.yaml"
+    planes.write_text("servers: [local, root@lab2]\nplacement: planes\n")
+    assert_one_line_error(mrclab("run", "smoke", "--cluster", str(planes)), 2, "host cables between two servers")
+    short = tmp_path / "short.yaml"
+    short.write_text("servers: [local, root@lab2]\nplacement: {h0: 0}\n")
+    assert_one_line_error(mrclab("run", "smoke", "--cluster", str(short)), 2, "every node needs a server")
+    dry = mrclab("run", "smoke", "--servers", "local,root@lab2", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert [s["hosts"] for s in json.loads(dry.stdout)["cluster"]["servers"]] == [["h0", "h1"], ["h2", "h3"]]

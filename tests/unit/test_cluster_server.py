@@ -6,6 +6,7 @@ import io
 
 import pytest
 
+from mrclab.cluster import messages as msg
 from mrclab.cluster import server
 from mrclab.cluster.placement import assign
 from mrclab.cluster.share import Share
@@ -18,11 +19,18 @@ TOPO = topology.load("clos-2p-2l-2s")
 
 
 def test_every_message_survives_a_round_trip():
-    for message in (server.Hello("fdcc::2"), server.Underlay("fdcc::1", "u0", 9070, True),
-                    server.Build(TOPO.to_dict(), 1, {"h0": 0}, {"0": ["fdcc::1", "u0"]}, port=4790, seed=3),
-                    server.Built({"h0": 10}, {"p0l0": 11}, "abc"), server.Clock(), server.Clocked(12.5),
-                    server.Stop(), server.Failed("why")):
-        assert server.decode(server.encode(message)) == message
+    for message in (msg.Hello("fdcc::2"), msg.Underlay("fdcc::1", "u0", 9070, True),
+                    msg.Build(TOPO.to_dict(), 1, {"h0": 0}, {"0": ["fdcc::1", "u0"]}, port=4790, seed=3, run="smoke"),
+                    msg.Built({"h0": 10}, {"p0l0": 11}, "abc", 40000, [12, 13], "b00t"), msg.Clock(),
+                    msg.Clocked(12.5), msg.Tick("fdcc::2", 40000), msg.Ticked(1e-6, 2e-5), msg.Stop(),
+                    msg.Failed("why"), msg.Launch({"name": "smoke"}),
+                    msg.Launched({"h0": [10, "/run/mrclab/x/h0.sock"]}),
+                    msg.Apply("loss", "p0l0-p0s0", 0.02), msg.Applied(3.5), msg.Watch([1, 2], ["abc"]),
+                    msg.Watching(), msg.Quiesce(), msg.Spent({"agent h0": 0.5}, 0.1, 30), msg.Read(),
+                    msg.Readings([{"link": "h0-p0l0"}], [1, 2, 3, 4], {"flow_mods_boot": 0}),
+                    msg.Judge(0, 0.8, None, [1e6, 2.5e7]), msg.Judged({"ok": True}), msg.Reap("h0", 1.0),
+                    msg.Kill("h0"), msg.Reaped(None), msg.Logs(), msg.Logged({"agent-h0.jsonl": "{}"})):
+        assert msg.decode(msg.encode(message)) == message
 
 
 @pytest.mark.parametrize("line, why", [("{", "not JSON"), ('{"type": "boot"}', "unknown message type"),
@@ -33,14 +41,14 @@ def test_every_message_survives_a_round_trip():
                                        ("", "closed the channel")])
 def test_a_malformed_line_names_what_is_wrong(line, why):
     with pytest.raises(ValueError, match=why):
-        server.decode(line)
+        msg.decode(line)
 
 
 def test_a_server_answers_failed_and_builds_nothing_when_the_first_line_is_not_a_build():
     out = io.StringIO()
-    assert server.serve(io.StringIO(server.encode(server.Stop())), out) == 1
-    answer = server.decode(out.getvalue())
-    assert isinstance(answer, server.Failed) and "expected Build" in answer.error
+    assert server.serve(io.StringIO(msg.encode(msg.Stop())), out) == 1
+    answer = msg.decode(out.getvalue())
+    assert isinstance(answer, msg.Failed) and "expected Build" in answer.error
 
 
 def share(placement="pods") -> Share:

@@ -9,8 +9,8 @@ from mrclab.spec.scenario import load
 
 
 def test_every_experiment_of_the_paper_has_a_row_and_every_run_loads():
-    assert [c.id for c in paper.CLAIMS] == ["9a", "9b", "9c", "10", "11", "12-13", "14", "16", "16-loss", "17",
-                                          "16-sim", "16-loss-sim", "17-sim",
+    assert [c.id for c in paper.CLAIMS] == ["9a", "9b", "9c", "9d", "10", "11", "12-13", "14", "16", "16-loss", "17",
+                                          "16-sim", "16-loss-sim", "16-loss-sim-8p", "17-sim",
                                           "18"]
     for claim in paper.CLAIMS:
         assert claim.differs and claim.paper
@@ -71,6 +71,15 @@ def test_loss_rows_hold_mrc_to_a_third_at_one_percent_and_roce_far_below(tmp_pat
     assert row["verdict"] == verdict and "MRC 90% / 85% / " in row["lab"]
 
 
+@pytest.mark.parametrize("mrc_at_1, verdict", [(0.46, "agree"), (0.55, "disagree"), (0.2, "disagree")])
+def test_the_eight_plane_loss_row_judges_mrc_alone_against_a_third_of_ideal(tmp_path, mrc_at_1, verdict):
+    claim = next(c for c in paper.CLAIMS if c.id == "16-loss-sim-8p")
+    assert {label for label, _, _ in claim.runs} == {"mrc-0", "mrc-0.1", "mrc-1"}
+    write_shares(tmp_path, "16-loss-sim-8p", {"mrc-0": 0.92, "mrc-0.1": 0.9, "mrc-1": mrc_at_1})
+    row = paper.judge(claim, tmp_path)
+    assert row["verdict"] == verdict and "roce" not in row["lab"], row["lab"]
+
+
 def test_all_to_all_row_wants_mrc_ahead_at_every_size(tmp_path):
     claim = next(c for c in paper.CLAIMS if c.id == "17")
     shares = {"mrc-16KiB": 0.1, "roce-16KiB": 0.15, "mrc-1MiB": 0.6, "roce-1MiB": 0.3, "mrc-16MiB": 0.9,
@@ -118,3 +127,10 @@ def test_qp_scaling_wants_sixteen_qps_to_help_by_a_fifth(tmp_path, many, verdict
     claim = next(c for c in paper.CLAIMS if c.id == "16-sim")
     write_shares(tmp_path, "16-sim", {"mrc": 0.95, "single-path": 0.5, "roce-1": 0.19, "roce-16": many})
     assert paper.judge(claim, tmp_path)["verdict"] == verdict
+
+
+def test_a_long_timeline_is_counted_in_the_progress_line():
+    claim = next(c for c in paper.CLAIMS if c.id == "16-loss-sim-8p")
+    sets = dict((label, sets) for label, _, sets in claim.runs)["mrc-1"]
+    text = paper.sets_text(sets)
+    assert "events=[512 events]" in text and "transport=mrc" in text and "h63" not in text

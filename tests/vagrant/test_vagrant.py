@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mrclab import box
+from mrclab import box, vm
 from mrclab.remote import target as target_mod
 from tests.integration.test_run import check_schema
 
@@ -49,8 +49,8 @@ def volumes() -> set[str]:
 
 def kvm_runs_a_guest() -> bool:
     """A KVM guest's kernel gets as far as printing its banner (some nested set-ups start the domain but
-    never run the guest)."""
-    if not os.access("/dev/kvm", os.R_OK | os.W_OK) or not (VM_DIR / "vmlinuz").exists():
+    never run the guest: `vm.kvm_problem` names the one it knows)."""
+    if vm.kvm_problem() is not None or not (VM_DIR / "vmlinuz").exists():
         return False
     try:
         out = run(["qemu-system-x86_64", "-accel", "kvm", "-m", "256", "-nodefaults", "-display", "none",
@@ -160,7 +160,8 @@ def lab():
         if NETWORK in before["networks"]:
             pytest.skip(f"a libvirt network {NETWORK} exists already: not this test's to use")
         driver = "kvm" if kvm_runs_a_guest() else "qemu"
-        print(f"\nlibvirt driver: {driver}" + ("" if driver == "kvm" else " (TCG: KVM runs no guest kernel here)"))
+        print(f"\nlibvirt driver: {driver}" + ("" if driver == "kvm" else
+                                                  f" (TCG: {vm.kvm_problem() or 'KVM runs no guest kernel here'})"))
         lab = Lab(driver, before)
         added = lab.vagrant("box", "add", "--force", "--name", box.NAME, str(box.BOX_FILE), step="box_add_s")
         assert added.returncode == 0, tail(added)

@@ -1,0 +1,165 @@
+"""`mrclab run SCENARIO --servers local,root@[fdcc::2]:PORT`, for real: the runner in server 0's namespace (this
+machine, "local"), server 1 another namespace whose own sshd listens on its underlay address only. Each server
+builds its share and starts its hosts' agents; the runner speaks to server 1's agents through SSH relays and to
+its own through their sockets, cuts a cable between the servers and brings a spine of server 1 down, and the
+results have the schema of a run on one machine plus each server's share and clock. `mrclab clean --servers`
+cleans each server by its records. A server whose sshd and agents are killed mid-run stops the run in one line
+naming it (exit 3, within 15 s), its partial results written and nothing left on the other server."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mrclab.runstate import STATE_DIR
+from mrclab.spec import topology
+from tests.cluster_servers import NamespaceServers, sh
+from tests.conftest import REPO
+from tests.integration.test_run import check_schema
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("lab")]
+
+TOPO = topology.load("clos-2p-2l-2s")
+# results.json of smoke on one machine has exactly these keys; over servers, `cluster` too
+LOCAL_KEYS = {"build", "connections", "controller", "datapath", "datapath_detail", "duration_s", "engine",
+              "ev_changes", "events", "expectations", "fidelity", "links", "nic_changes", "overrides", "recovery",
+              "routing", "run_id", "scenario", "schema", "seed", "series", "started_at", "status", "steps", "summary",
+              "topology", "transport", "transport_options", "unfired_events", "workloads"}
+
+
+def records(directory: Path, purpose: str, since: float = 0.0) -> dict[str, dict]:
+    """Run records under `directory` made since then whose purpose starts with `purpose` (as root, every mrclab
+    records in /run/mrclab: both servers' shares do, being on one machine)."""
+    found = {}
+    for path in directory.glob("*.json"):
+        with contextlib.suppress(OSError, ValueError):
+            doc = json.loads(path.read_text())
+            if doc.get("purpose", "").startswith(purpose) and doc.get("created_at", 0) >= since:
+                found[doc["run_id"]] = doc
+    return found
+
+
+@pytest.fixture
+def cluster(tmp_path, leftovers):
+    servers = NamespaceServers(TOPO.mtu)
+    try:
+        sshd = servers.sshd(1, tmp_path / "sshd")
+        yield servers, sshd, servers.runner_env(sshd, tmp_path / "home")
+    finally:
+        servers.close()
+    assert leftovers(servers.state.prefix, servers.state.processes) == []
+
+
+def run_over(servers: NamespaceServers, env: dict, scenario: Path | str, out: Path, *args: str, **kwargs):
+    target = servers.sshds[0].target
+    return subprocess.Popen([*servers.enter(0), sys.executable, "-m", "mrclab", "run", str(scenario), "--servers",
+                             f"local,{target}", "--out", str(out), *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def test_a_scenario_runs_over_two_servers_with_faults_on_both(cluster, tmp_path, leftovers):
+    servers, sshd, env = cluster
+    smoke = yaml.safe_load((REPO / "scenarios/smoke.yaml").read_text())
+    smoke["events"] += [{"at_step": 18, "action": "switch_down", "target": "p1s1"},  # a spine of server 1
+                        {"at_step": 21, "action": "switch_up", "target": "p1s1"}]
+    smoke["expect"].update(max_avoid_s="10s", max_step_time_ratio=100)  # a loaded CI machine: the run, not its pace
+    scenario = tmp_path / "smoke.yaml"
+    scenario.write_text(yaml.safe_dump(smoke))
+    proc = run_over(servers, env, scenario, tmp_path / "out", "--json")
+    stdout, stderr = proc.communicate(timeout=180)
+    assert proc.returncode == 0, stderr[-2000:]
+    doc = json.loads(stdout)
+    check_schema(doc)
+    assert set(doc) - {"dir"} == LOCAL_KEYS | {"cluster"}
+    assert all(check["ok"] for check in doc["expectations"]), doc["expectations"]
+    s = doc["summary"]
+    assert s["messages"]["failed"] == 0 and s["messages"]["completed"] == s["messages"]["sent"] == 24 * 4
+    assert s["bytes"]["sent"] == s["bytes"]["delivered"] == s["bytes"]["verified"] == 24 * 4 * 256 * 1024
+    placed = {node: i for i, server in enumerate(doc["cluster"]["servers"])
+              for node in (*server["hosts"], *server["switches"])}
+    assert [server["server"] for server in doc["cluster"]["servers"]] == ["local", sshd.target]
+    assert placed["p0l0"] != placed["p0s1"] and placed["p1s1"] == 1  # the cut crosses; the spine is server 1's
+    down, up, spine_down, spine_up = doc["events"]
+    assert down["target"] == "p0l0-p0s1" and down["avoid_s"] is not None and 0 <= down["avoid_s"] < 1
+    assert up["revive_s"] is not None and 0 <= up["revive_s"] < 1
+    assert spine_down["action"] == "switch_down" and spine_down["avoid_s"] is not None
+    cut = [row for row in doc["links"] if row["link"] == "p0l0-p0s1"]
+    assert len(cut) == 2 and {row["from"] for row in cut} == {"p0l0", "p0s1"}  # each server's direction
+    assert all(row["tx_packets"] > 0 for row in doc["links"] if row["link"] != "p0l0-p0s1")
+    # every server judged its own CPU; server 1's times are on the runner's clock to within their uncertainty
+    assert [v["server"] for v in doc["fidelity"]["servers"]] == ["local", sshd.target]
+    remote = doc["cluster"]["servers"][1]
+    assert 0 < remote["time_uncertainty_s"] < 1e-3 and abs(remote["clock"]["start"]["offset_s"]) < 1e-3
+    assert doc["fidelity"]["clock"]["time_uncertainty_s"] == {"local": 0.0, sshd.target: remote["time_uncertainty_s"]}
+    assert {p.name for p in (tmp_path / "out").glob("agent-*.jsonl")} == {f"agent-h{i}.jsonl" for i in range(4)}
+    for server in doc["cluster"]["servers"]:
+        assert leftovers(f"m{server['run_id']}") == []
+    assert doc["run_id"] not in records(STATE_DIR, "run")  # the runner's own record is gone too
+
+    # `mrclab clean --servers`: server 1 removes what a dead run of its own recorded (a namespace), by its record (its
+    # owner, that python, is gone)
+    stale = ("from mrclab.runstate import RunState; import subprocess; s = RunState.create('run dead'); "
+             "s.add_namespace(s.prefix + 'x'); "
+             "subprocess.run(['ip', 'netns', 'add', s.prefix + 'x'], check=True); print(s.prefix)")
+    prefix = subprocess.run([*servers.enter(1), sys.executable, "-c", stale], cwd=REPO, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    cleaned = subprocess.run([*servers.enter(0), sys.executable, "-m", "mrclab", "clean", "--servers", sshd.target,
+                              "--json"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert f"server {sshd.target}: " in "".join(json.loads(cleaned.stdout)["removed"])
+    assert f"namespace {prefix}x" in "".join(json.loads(cleaned.stdout)["removed"])
+    assert leftovers(prefix) == []
+
+
+def test_a_server_killed_mid_run_stops_the_run_in_one_line(cluster, tmp_path, leftovers):
+    """Server 1's sshd (its listener and the session carrying the run) and its agents are killed while the workload
+    runs: the runner names server 1, exits 3 within 15 s, writes what it measured, and server 0 keeps nothing."""
+    servers, sshd, env = cluster
+    progress = tmp_path / "progress.jsonl"
+    since = time.time()
+    proc = run_over(servers, env, "smoke", tmp_path / "out", "--set", "workload.steps=4000", "--set",
+                    "duration_limit=300s", "--progress-jsonl", str(progress))
+    local: dict[str, dict] = {}
+    remote: dict[str, dict] = {}
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and proc.poll() is None:
+        local.update(records(STATE_DIR, "run smoke (server 0", since))
+        remote.update(records(STATE_DIR, "run smoke (server 1", since))
+        lines = progress.read_text().splitlines() if progress.exists() else []
+        if any(json.loads(line).get("step", 0) >= 3 for line in lines):
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None and len(local) == len(remote) == 1, proc.stderr.read() if proc.stderr else ""
+    [share] = remote.values()
+    agents = [pid for pid, _start, label in share["processes"] if label.startswith("agent ")]
+    sessions = [int(p) for p in sh("pgrep", "-P", str(sshd.proc.pid)).split()]  # sshd's children: the sessions
+    killed = time.monotonic()
+    for pid in [sshd.proc.pid, *sessions, *agents]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=60)
+    took = time.monotonic() - killed
+    lines = stderr.strip().splitlines()
+    assert proc.returncode == 3, stderr
+    assert len(lines) == 1 and f"server {sshd.target}" in lines[0] and "Traceback" not in stderr, stderr
+    assert took < 15, f"the run took {took:.1f} s to stop"
+    print(f"stopped {took:.1f} s after the kill: {lines[0]}")
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert doc["status"] == "failed" and sshd.target in doc["error"] and doc["steps"]
+    [(run_id, record)] = local.items()
+    assert leftovers(f"m{run_id}", record["processes"]) == []  # nothing of server 0's share
+    assert not (STATE_DIR / f"{run_id}.json").exists()
+    # server 1's share saw its session end (EOF) and tears itself down too
+    deadline = time.monotonic() + 15
+    [(remote_id, _)] = remote.items()
+    while time.monotonic() < deadline and (STATE_DIR / f"{remote_id}.json").exists():
+        time.sleep(0.2)
+    assert not (STATE_DIR / f"{remote_id}.json").exists() and leftovers(f"m{remote_id}", share["processes"]) == []
