@@ -10,8 +10,8 @@ runs its own build (``--pure``: both pure); ``--reference-set`` overrides apply 
 (the reference may then be this checkout: an option against its default). Printed per figure: each side's
 median and range, and the median of this / reference taken round by round. Figures: the agents' CPU s per
 delivered MiB from /proc (all of it, and less the softirq charged to them), the machine's softirq per MiB, the
-agents' wake-ups per MiB, goodput, avoid_s (the worst of the run's cuts), RTT p99, failed messages, and whether
-fidelity was ok.
+agents' wake-ups and SACKs per MiB, goodput, avoid_s (the worst of the run's cuts), RTT p99, failed messages,
+and whether fidelity was ok.
 """
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ FIGURES = {
     "... less softirq": lambda d: d["summary"]["cpu_s_per_mib"]["agents_less_softirq"],
     "softirq s/MiB": lambda d: d["summary"]["cpu_s_per_mib"]["softirq"],
     "wake-ups/MiB": lambda d: d["summary"]["cpu_s_per_mib"]["wakeups_per_mib"],
+    "SACKs/MiB": lambda d: d["summary"]["packets"]["sacks"] / d["summary"]["cpu_s_per_mib"]["delivered_mib"],
     "goodput fraction": lambda d: d["summary"]["goodput_fraction"],
     "avoid_s": lambda d: max((e.get("avoid_s") or 0.0 for e in d["events"]), default=0.0),
     "RTT p99 s": lambda d: d["summary"]["rtt_p99_s"],

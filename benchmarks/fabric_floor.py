@@ -49,7 +49,7 @@ datagram = bytes(mtu - 48)  # IPv6 and UDP headers
 # one batch per plane socket: every path of that plane in turn, as spraying walks them
 paths = [[io.address(str(plan.ev_address(host, peer, ev)), 4793) for ev in range(plan.paths_per_pair)
           if plan.ev_path(ev)[0] == k] for k in range(planes)]
-batches = [[(addr, datagram) for addr in paths[k]] * 4 for k in range(planes)]
+batches = [[(socks[k], addr, datagram) for addr in paths[k]] * 4 for k in range(planes)]
 poll = select.epoll()
 readers = {s.fileno(): s for s in socks + [wildcard]}
 for fd in readers:
@@ -66,7 +66,7 @@ while not stop:
         if k in blocked:
             continue
         batch = batches[k]
-        sent, err = io.send(s, batch, pending[k])
+        sent, err = io.send(batch, pending[k])
         pending[k] = (pending[k] + sent) % len(batch)
         if err:
             blocked.add(k)

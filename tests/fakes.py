@@ -10,8 +10,8 @@ class InboxSocket:
 
     inbox: list
 
-    def recvmsg(self, _size, _ancsize):
-        if not self.inbox:
+    def recvmsg(self, _size, _ancsize, flags=0):
+        if not self.inbox or flags & socket.MSG_ERRQUEUE:  # no error queue: nothing to drain
             raise BlockingIOError
         datagram, source, *tclass = self.inbox.pop(0)
         ancdata = [(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, (tclass[0] if tclass else ECT0).to_bytes(4, "little"))]

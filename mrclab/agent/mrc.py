@@ -253,24 +253,13 @@ class MrcDatapath(MrcEndpoint, Attached):
                 start += 1
 
     def _send_backlog(self, sock: socket.socket) -> None:
-        """Send what waits for ``sock``, in order, until it is empty or the socket is full again."""
+        """Send what waits for ``sock``, in order; what the socket refuses again waits again."""
         backlog = self._backlogs[sock]
-        if not backlog:
-            return
-        send = self._io.send
-        start = 0
-        while start < len(backlog):
-            sent, err = send(backlog, start)
-            start += sent
-            if not err:
-                break
-            if self._full(sock, err):
-                del backlog[:start]
-                return
-            self._send_again(*backlog[start])
-            start += 1
-        backlog.clear()
-        self._unblocked()
+        if backlog:
+            waiting = backlog[:]
+            backlog.clear()
+            self._unblocked()
+            self._send_all(waiting)
 
     def _unblocked(self) -> None:
         """A backlog emptied: once none holds datagrams, the connections held back meanwhile send again."""

@@ -3,7 +3,9 @@ through `batchio.PythonIo`, the I/O that takes any socket-like object; tests/uni
 both I/Os on kernel sockets)."""
 from __future__ import annotations
 
+import errno
 import json
+import os
 import subprocess
 import sys
 import time
@@ -90,11 +92,14 @@ class FakeSocket(InboxSocket):
         self.wire, self.host, self.plane, self.inbox = wire, host, plane, []
 
     refuse = 0  # the next `refuse` sends fail with EAGAIN (a full send buffer)
+    refuse_errno = errno.EAGAIN  # ... or with this (ENOBUFS: a qdisc refused it)
 
     def sendto(self, datagram, addr):
         if self.refuse:
             self.refuse -= 1
-            raise BlockingIOError
+            if self.refuse_errno == errno.EAGAIN:
+                raise BlockingIOError
+            raise OSError(self.refuse_errno, os.strerror(self.refuse_errno))
         self.wire.carry(self.host, self.plane, bytes(datagram), addr)
 
 
@@ -280,6 +285,35 @@ def test_mrc_datapath_keeps_what_a_full_socket_refused():
         psns = [int.from_bytes(p, "big") for k, p in order if k == plane]
         assert psns[:20] == sorted(psns[:20])
     assert [e.verified for e in events[3] if isinstance(e, Delivered)] == [True]
+
+
+def test_mrc_datapath_retries_what_a_qdisc_refused_in_order():
+    """ENOBUFS: the refused datagram and what follows it on that plane wait, and go after ENOBUFS_RETRY, in order;
+    the other planes carry on meanwhile. Nothing is lost, nothing resent by the transport."""
+    wire, dps, events = make_pair()
+    order = []
+    wire.carry, carry = (lambda src, k, d, addr: (src == 0 and d[1] == 1 and order.append((k, d[8:12])),
+                                                 carry(src, k, d, addr))), wire.carry
+    dps[0]._sockets[1].refuse, dps[0]._sockets[1].refuse_errno = 2, errno.ENOBUFS
+    dps[0].post(1, 3, 1, 1 << 20)
+    run_until(dps, lambda: any(isinstance(e, Completed) for e in events[0]))
+    counters = dps[0].stats()["counters"]
+    assert counters["send_retries"] == 2 and counters["retransmitted"] == 0 and counters["socket_errors"] == 0
+    for plane in range(PLAN.planes):
+        psns = [int.from_bytes(p, "big") for k, p in order if k == plane]
+        assert psns[:20] == sorted(psns[:20])
+    assert [e.verified for e in events[3] if isinstance(e, Delivered)] == [True]
+
+
+def test_mrc_datapath_tries_once_more_after_an_error_about_another_datagram():
+    """An error the kernel reports on a send (here EHOSTUNREACH) is about an earlier datagram: it is counted, the
+    datagram is sent once more, and the rest go on."""
+    wire, dps, events = make_pair()
+    dps[0]._sockets[0].refuse, dps[0]._sockets[0].refuse_errno = 1, errno.EHOSTUNREACH
+    dps[0].post(1, 3, 1, 100_000)
+    run_until(dps, lambda: any(isinstance(e, Completed) for e in events[0]))
+    counters = dps[0].stats()["counters"]
+    assert counters["socket_errors"] == 1 and counters["send_retries"] == 0 and counters["retransmitted"] == 0
 
 
 def test_mrc_datapath_warms_every_path_to_a_peer_before_any_data():
