@@ -34,6 +34,10 @@
 #define NSEC_PER_SEC 1000000000ULL
 #define PRIO_HIGH 0x10010  // HTB class 1:10, strict priority: MRC headers and control
 #define PRIO_BULK 0x10020     // HTB class 1:20
+// HTB guarantees class 1:10 this share of the port's rate, with a burst of CTL_BURST bytes (egress.py's
+// _HTB_TRIMMED_SHARE and NIC_BURST): within it, a high-priority packet goes at once, whatever bulk waits.
+#define CTL_SHARE 10
+#define CTL_BURST 1600
 // Dropped packets are consumed with success reported to the sender, as on a wire. TC_ACT_SHOT
 // would fail the send: OVS's userspace datapath then discards the rest of its sendmmsg()
 // batch or resends the packet, and a local TCP sender stalls until a timer.
@@ -67,6 +71,7 @@ struct port_queue {
 	__u32 pad;
 	__u64 backlog;  // bytes
 	__u64 last_ns;
+	__s64 ctl_tokens;  // bytes class 1:10 may send at its guaranteed rate (HTB's tokens; negative: in debt)
 };
 
 struct port_stats {
@@ -257,7 +262,8 @@ int egress(struct __sk_buff *skb)
 	struct port_stats *s = bpf_map_lookup_elem(&stats, &port);
 	enum verdict v = DROP;
 	enum kind k;
-	__u64 now, elapsed, drained, ahead = 0;
+	__u64 now, elapsed, drained, own, ahead = 0;
+	__s64 tokens;
 
 	if (!c || !q || !s || !c->rate_bytes_per_s || skb->priority == PRIO_HIGH)
 		return TC_ACT_OK;  // not a configured port, or a packet this program trimmed already
@@ -284,11 +290,25 @@ int egress(struct __sk_buff *skb)
 		elapsed = NSEC_PER_SEC;  // bounds the product; a queue drains in under a second
 	drained = elapsed * c->rate_bytes_per_s / NSEC_PER_SEC;
 	q->backlog = drained >= q->backlog ? 0 : q->backlog - drained;
+	tokens = q->ctl_tokens + (__s64)(drained / CTL_SHARE);
+	q->ctl_tokens = tokens < CTL_BURST ? tokens : CTL_BURST;
 	if (now > q->last_ns)
 		q->last_ns = now;
 	if (k == CONTROL) {
 		if (q->backlog + len <= 2ULL * c->queue_bytes) {  // the header queue (below)
-			ahead = q->backlog < c->mtu ? q->backlog : c->mtu;  // at most the frame being sent
+			// Within its class's rate it goes at once. Past it, HTB lets it borrow the port's rate, so
+			// it waits for the frame being sent, or for its class's own tokens if those come sooner
+			// (in bytes at the port's rate); it is charged to its class only when sent on those.
+			if (q->ctl_tokens < 0) {
+				ahead = q->backlog < c->mtu ? q->backlog : c->mtu;
+				own = (__u64)(-q->ctl_tokens) * CTL_SHARE;
+				if (own < ahead) {
+					ahead = own;
+					q->ctl_tokens -= len;
+				}
+			} else {
+				q->ctl_tokens -= len;
+			}
 			q->backlog += len;
 			v = PASS;
 		}
@@ -298,6 +318,8 @@ int egress(struct __sk_buff *skb)
 		v = PASS;
 	} else if (k == DATA && c->trim && q->backlog + TRIMMED_LEN <= 2ULL * c->queue_bytes) {
 		q->backlog += TRIMMED_LEN;  // headers get a second queue's worth, then drop too
+		if (q->ctl_tokens >= 0)
+			q->ctl_tokens -= TRIMMED_LEN;  // it leaves in class 1:10
 		v = TRIM;
 	}
 	bpf_spin_unlock(&q->lock);
@@ -317,9 +339,9 @@ int egress(struct __sk_buff *skb)
 	}
 	s->tx_packets += segs;
 	s->tx_bytes += len;
-	// How long the packet waits for the bytes ahead of it to drain (a high-priority one: for the frame
-	// in transmission): the emulated network's own queueing, which the run sets against the RTTs the
-	// agents measure to tell the network's delay from the emulator's.
+	// How long the packet waits for the bytes ahead of it to drain (a high-priority one: for its class's
+	// rate or the frame in transmission, above): the emulated network's own queueing, which the run sets
+	// against the RTTs the agents measure to tell the network's delay from the emulator's.
 	if (k == CONTROL) {
 		skb->priority = PRIO_HIGH;
 		s->ctl_packets++;
