@@ -44,7 +44,11 @@ too), and so do the other high-priority packets. A header trimmed upstream is to
 TRIMMED flag, since every hop through OVS's userspace datapath starts from a fresh skb. The
 drain computation caps elapsed time at one second, so a queue holding more than a second of
 traffic drains slightly late. Each port also sums how long its packets waited in the virtual
-queue (``queued_ns``, ``ctl_queued_ns``): the network's own queueing, for fidelity.
+queue (``queued_ns``, ``ctl_queued_ns``): the network's own queueing, for fidelity, as HTB makes packets
+wait (the program keeps the shaper's tokens beside the buffer's backlog). A bulk packet waits for the
+bytes ahead of it, less the ``NIC_BURST`` HTB lets go at once after the port idled. A high-priority one
+does not wait while class 1:10 is within its guaranteed rate (1/``_HTB_TRIMMED_SHARE`` of the port's),
+else for the frame being sent or its class's tokens, whichever comes first.
 """
 from __future__ import annotations
 
@@ -79,9 +83,9 @@ class PortCounters(NamedTuple):
     trims: int
     loss_drops: int
     blackhole_drops: int
-    queued_ns: int  # summed over bulk packets passed: how long each waited for the bytes ahead of it
+    queued_ns: int  # summed over bulk packets passed: how long each waited for the bytes ahead of it (HTB's)
     ctl_packets: int  # high-priority packets passed (MRC control, headers trimmed upstream)
-    ctl_queued_ns: int  # ... and how long each waited for the frame in transmission (at most one MTU)
+    ctl_queued_ns: int  # ... and how long each waited: 0 within its class's guaranteed rate, else at most a frame
     cut_drops: int  # sent into the cable while it was cut (a link or switch down)
     ecn_marked: int  # ECT packets passed with CE set
 

@@ -132,7 +132,8 @@ class Faults:
     def queue_waits(self) -> tuple[float, float]:
         """Seconds a packet waits in the emulated links' own queues along a path, each hop a per-port mean: (a
         DATA packet behind the bytes ahead of it, over the path's switch ports; its SACK, a high-priority packet,
-        behind the frame being sent, over every port of the path back). A DATA packet's wait at its host's NIC is
+        over every port of the path back, where HTB sends it at once unless its class is past its guaranteed rate:
+        `mrclab.fabric.egress`). A DATA packet's wait at its host's NIC is
         the sender's own pacing, which the agents leave out of their RTT samples (they date each packet by when
         its NIC sends it: `mrclab.transport.departures`), so it is left out here too."""
         return queue_waits(*self.queue_totals())

@@ -18,7 +18,8 @@ A third signal is exact rather than sampled: packets the emulator itself failed 
 network never made those losses, yet an MRC sender reads them as path failures.
 The fourth is the RTT under load (`latency_split`): what the agents measured on average,
 against what the emulated network accounts for - the base RTT plus the time packets waited
-in the links' own queues, which the egress program adds up per port. The rest is the
+in the links' own queues as the links' shapers make them wait, which the egress program adds
+up per port (a SACK's: none while its priority class is within its guaranteed rate). The rest is the
 emulator's: the switches and the kernel forwarding late because the CPU is busy. When that
 rest is more than `EMULATOR_SHARE_LIMIT` of the RTT under load, reaction times (avoid_s) and
 the congestion window are set by the CPU more than by the network, whatever the throughput says.

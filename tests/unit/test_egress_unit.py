@@ -10,6 +10,7 @@ import pytest
 from mrclab import check
 from mrclab.fabric import egress
 from mrclab.runstate import RunState
+from mrclab.transport.departures import NIC_BURST
 
 
 @pytest.mark.skipif(shutil.which("clang") is None, reason="clang not installed")
@@ -29,6 +30,8 @@ def test_config_struct_matches_the_c_layout():
     assert ctypes.sizeof(egress._Cfg) == 40
     for name in ("CSUM_CARRIER", "CSUM_FINAL", "CSUM_MAKE_FINAL"):
         assert re.search(rf"#define {name} {getattr(egress, name)}\b", source), name
+    # the high-priority class's guaranteed rate and burst, as HTB is given them
+    assert f"#define CTL_SHARE {egress._HTB_TRIMMED_SHARE}\n" in source and f"#define HTB_BURST {NIC_BURST}\n" in source
     stats = re.search(r"struct port_stats \{(.*?)\};", source, re.S).group(1)
     assert re.findall(r"(\w+)[,;]", stats) == list(egress.PortCounters._fields)
     assert f"#define MAX_PORTS {egress.MAX_PORTS}" in source

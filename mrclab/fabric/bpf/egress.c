@@ -34,6 +34,11 @@
 #define NSEC_PER_SEC 1000000000ULL
 #define PRIO_HIGH 0x10010  // HTB class 1:10, strict priority: MRC headers and control
 #define PRIO_BULK 0x10020     // HTB class 1:20
+// How the port's HTB shapes (egress.py's _HTB_TRIMMED_SHARE and NIC_BURST): every class may send
+// HTB_BURST bytes ahead of its rate after idling, and class 1:10 is guaranteed 1/CTL_SHARE of the
+// port's rate: within that, a high-priority packet goes at once, whatever bulk waits.
+#define CTL_SHARE 10
+#define HTB_BURST 1600
 // Dropped packets are consumed with success reported to the sender, as on a wire. TC_ACT_SHOT
 // would fail the send: OVS's userspace datapath then discards the rest of its sendmmsg()
 // batch or resends the packet, and a local TCP sender stalls until a timer.
@@ -65,8 +70,12 @@ struct port_cfg {
 struct port_queue {
 	struct bpf_spin_lock lock;
 	__u32 pad;
-	__u64 backlog;  // bytes
+	__u64 backlog;  // bytes: the modelled buffer, what trimming, drops and ECN go by
 	__u64 last_ns;
+	// What the packets wait, as HTB makes them: the bytes the port's shaper owes (its tokens, negated:
+	// down to -HTB_BURST after idling), and the bytes class 1:10 may still send at its guaranteed rate.
+	__s64 debt;
+	__s64 ctl_tokens;
 };
 
 struct port_stats {
@@ -257,7 +266,8 @@ int egress(struct __sk_buff *skb)
 	struct port_stats *s = bpf_map_lookup_elem(&stats, &port);
 	enum verdict v = DROP;
 	enum kind k;
-	__u64 now, elapsed, drained, ahead = 0;
+	__u64 now, elapsed, drained, own, ahead = 0, wait = 0;  // bytes: queued ahead; to wait for, at the rate
+	__s64 debt, tokens;
 
 	if (!c || !q || !s || !c->rate_bytes_per_s || skb->priority == PRIO_HIGH)
 		return TC_ACT_OK;  // not a configured port, or a packet this program trimmed already
@@ -284,20 +294,42 @@ int egress(struct __sk_buff *skb)
 		elapsed = NSEC_PER_SEC;  // bounds the product; a queue drains in under a second
 	drained = elapsed * c->rate_bytes_per_s / NSEC_PER_SEC;
 	q->backlog = drained >= q->backlog ? 0 : q->backlog - drained;
+	debt = q->debt - (__s64)drained;
+	q->debt = debt > -HTB_BURST ? debt : -HTB_BURST;
+	tokens = q->ctl_tokens + (__s64)(drained / CTL_SHARE);
+	q->ctl_tokens = tokens < HTB_BURST ? tokens : HTB_BURST;
 	if (now > q->last_ns)
 		q->last_ns = now;
 	if (k == CONTROL) {
 		if (q->backlog + len <= 2ULL * c->queue_bytes) {  // the header queue (below)
-			ahead = q->backlog < c->mtu ? q->backlog : c->mtu;  // at most the frame being sent
+			// Within its class's rate it goes at once. Past it, HTB lets it borrow the port's rate, so
+			// it waits for the frame being sent (what the shaper owes, one frame at most), or for its
+			// class's own tokens if those come sooner; it is charged to its class only when sent on those.
+			if (q->ctl_tokens < 0) {
+				wait = q->debt <= 0 ? 0 : q->debt < c->mtu ? q->debt : c->mtu;
+				own = (__u64)(-q->ctl_tokens) * CTL_SHARE;
+				if (own < wait) {
+					wait = own;
+					q->ctl_tokens -= len;
+				}
+			} else {
+				q->ctl_tokens -= len;
+			}
 			q->backlog += len;
+			q->debt += len;
 			v = PASS;
 		}
 	} else if (q->backlog == 0 || q->backlog + len <= c->queue_bytes) {
 		ahead = q->backlog;  // what it waits behind
+		wait = q->debt > 0 ? q->debt : 0;  // less the burst HTB banked while the port idled
 		q->backlog += len;
+		q->debt += len;
 		v = PASS;
 	} else if (k == DATA && c->trim && q->backlog + TRIMMED_LEN <= 2ULL * c->queue_bytes) {
 		q->backlog += TRIMMED_LEN;  // headers get a second queue's worth, then drop too
+		q->debt += TRIMMED_LEN;
+		if (q->ctl_tokens >= 0)
+			q->ctl_tokens -= TRIMMED_LEN;  // it leaves in class 1:10
 		v = TRIM;
 	}
 	bpf_spin_unlock(&q->lock);
@@ -317,16 +349,16 @@ int egress(struct __sk_buff *skb)
 	}
 	s->tx_packets += segs;
 	s->tx_bytes += len;
-	// How long the packet waits for the bytes ahead of it to drain (a high-priority one: for the frame
-	// in transmission): the emulated network's own queueing, which the run sets against the RTTs the
-	// agents measure to tell the network's delay from the emulator's.
+	// How long the packet waits in the port's shaper (above): the emulated network's own queueing,
+	// which the run sets against the RTTs the agents measure to tell the network's delay from the
+	// emulator's.
 	if (k == CONTROL) {
 		skb->priority = PRIO_HIGH;
 		s->ctl_packets++;
-		s->ctl_queued_ns += ahead * NSEC_PER_SEC / c->rate_bytes_per_s;
+		s->ctl_queued_ns += wait * NSEC_PER_SEC / c->rate_bytes_per_s;
 	} else {
 		skb->priority = PRIO_BULK;
-		s->queued_ns += segs * (ahead * NSEC_PER_SEC / c->rate_bytes_per_s);
+		s->queued_ns += segs * (wait * NSEC_PER_SEC / c->rate_bytes_per_s);
 		// Only the bulk queue marks: high-priority packets wait for one frame at most.
 		if (c->ecn && mark_ce(skb, c, ahead))
 			s->ecn_marked += segs;
