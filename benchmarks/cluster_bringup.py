@@ -43,7 +43,7 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="mrclab-bench-") as tmp:
             sshd = servers.sshd(1, Path(tmp) / "sshd")
-            env = servers.runner_env(sshd, Path(tmp) / "home")
+            env = servers.runner_env(Path(tmp) / "home")
             rows: dict[str, list[dict]] = {"local": [], "2 servers": []}
             for _ in range(args.repeat):
                 rows["local"].append(verify(servers.enter(0), args.topology, [], env))

@@ -57,7 +57,7 @@ class Harness:
         self.tmp = tmp
         self.servers = NamespaceServers(9000)
         self.sshd = self.servers.sshd(1, tmp / "sshd")
-        self.env = self.servers.runner_env(self.sshd, tmp / "home")
+        self.env = self.servers.runner_env(tmp / "home")
         self.count = 0
 
     @property
@@ -203,8 +203,7 @@ def kill(h: Harness, repeat: int) -> None:
         if how.startswith("sshd"):
             [share] = remote.values()
             agents = [pid for pid, _start, label in share["processes"] if label.startswith("agent ")]
-            sessions = [int(p) for p in sh("pgrep", "-P", str(h.sshd.proc.pid)).split()]
-            for pid in [h.sshd.proc.pid, *sessions, *agents]:
+            for pid in [h.sshd.proc.pid, *h.sshd.sessions(), *agents]:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
         else:
@@ -226,7 +225,7 @@ def kill(h: Harness, repeat: int) -> None:
         if how.startswith("sshd"):  # a new sshd for server 1, as the harness had
             h.servers.sshds.remove(h.sshd)
             h.sshd = h.servers.sshd(1, h.tmp / f"sshd{time.monotonic_ns()}")
-            h.env = h.servers.runner_env(h.sshd, h.tmp / f"home{time.monotonic_ns()}")
+            h.env = h.servers.runner_env(h.tmp / f"home{time.monotonic_ns()}")
         else:
             sh("ip", "-n", h.servers.names[1], "link", "set", h.servers.underlays[1].device, "up")
 

@@ -53,16 +53,22 @@ class NamespaceServers:
         self.state.add_process(server.proc.pid, f"sshd of server {i}")
         return server
 
-    def runner_env(self, sshd: Sshd, home: Path) -> dict:
-        """The environment of a runner that reaches `sshd` as a user whose ~/.ssh (`home`) knows its host key and
-        holds its client key; the remote mrclab is this checkout, its run records in the sshd's directory."""
+    def runner_env(self, home: Path) -> dict:
+        """The environment of a runner that reaches every server's sshd so far as a user whose ~/.ssh (`home`)
+        knows their host keys and holds one client key (the first sshd's, authorized by the others too); the
+        remote mrclab is this checkout, its run directories in the first sshd's directory."""
+        first = self.sshds[0]
+        client = (first.root / "client.pub").read_text()
+        for other in self.sshds[1:]:
+            with open(other.root / "authorized_keys", "a") as keys:
+                keys.write(client)
         (home / ".ssh").mkdir(parents=True)
-        (home / ".ssh" / "known_hosts").write_text(sshd.known_hosts.read_text())
-        (home / ".ssh" / "id_ed25519").write_bytes((sshd.root / "client").read_bytes())
+        (home / ".ssh" / "known_hosts").write_text("".join(s.known_hosts.read_text() for s in self.sshds))
+        (home / ".ssh" / "id_ed25519").write_bytes((first.root / "client").read_bytes())
         (home / ".ssh" / "id_ed25519").chmod(0o600)
         env = {k: v for k, v in os.environ.items() if k not in ("SSH_AUTH_SOCK", "MRCLAB_TARGET")}
-        env.update(HOME=str(home), MRCLAB_REMOTE_DIR=str(sshd.root / "remote"), MRCLAB_REMOTE_COMMAND=shlex.join(
-            ["env", f"MRCLAB_STATE_DIR={sshd.root}/state", sys.executable, "-m", "mrclab"]))
+        env.update(HOME=str(home), MRCLAB_REMOTE_DIR=str(first.root / "remote"), MRCLAB_REMOTE_COMMAND=shlex.join(
+            ["env", f"MRCLAB_STATE_DIR={first.root}/state", sys.executable, "-m", "mrclab"]))
         return env
 
     def enter(self, i: int) -> list[str]:

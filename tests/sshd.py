@@ -4,8 +4,10 @@ with this checkout as the "remote" mrclab (MRCLAB_REMOTE_COMMAND) and the remote
 records in the sshd's temporary directory (MRCLAB_REMOTE_DIR, MRCLAB_STATE_DIR)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -71,8 +73,19 @@ class Sshd:
         host = f"[{self.address}]" if ":" in self.address else self.address
         return f"root@{host}:{self.port}"
 
+    def sessions(self) -> list[int]:
+        """Its children: one process per SSH connection."""
+        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True, check=False)
+        return [int(pid) for pid in out.stdout.split()]
+
     def stop(self) -> None:
+        """The listener and its sessions: a session whose client vanished behind a partition would otherwise wait
+        minutes for TCP to give up."""
+        sessions = self.sessions()
         self.proc.terminate()
+        for pid in sessions:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -3,8 +3,10 @@ machine, "local"), server 1 another namespace whose own sshd listens on its unde
 builds its share and starts its hosts' agents; the runner speaks to server 1's agents through SSH relays and to
 its own through their sockets, cuts a cable between the servers and brings a spine of server 1 down, and the
 results have the schema of a run on one machine plus each server's share and clock. `mrclab clean --servers`
-cleans each server by its records. A server whose sshd and agents are killed mid-run stops the run in one line
-naming it (exit 3, within 15 s), its partial results written and nothing left on the other server."""
+cleans each server by its records. A runner with no local server reaches both over SSH (both with their own
+sshd). A server whose sshd and agents are killed mid-run, or cut off by a partition of the underlay, stops the run
+in one line naming it (exit 3, within 15 s), its partial results written and nothing left on the other server;
+the server cut off tears its own share down once its runner falls silent."""
 from __future__ import annotations
 
 import contextlib
@@ -14,16 +16,20 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
+from mrclab.cluster.server import SILENCE_S
 from mrclab.runstate import STATE_DIR
 from mrclab.spec import topology
 from tests.cluster_servers import NamespaceServers, records, sh
 from tests.conftest import REPO
 from tests.integration.test_run import check_schema
+from tests.sshd import one_line_exit_3
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("lab")]
 
@@ -35,21 +41,33 @@ LOCAL_KEYS = {"build", "connections", "controller", "datapath", "datapath_detail
               "topology", "transport", "transport_options", "unfired_events", "workloads"}
 
 
-@pytest.fixture
-def cluster(tmp_path, leftovers):
+@contextlib.contextmanager
+def namespace_servers(tmp_path: Path, leftovers, *with_sshd: int) -> Iterator[tuple[NamespaceServers, dict]]:
+    """Two namespace servers, those named with their own sshd, and the environment of a runner that reaches them;
+    nothing of them is left after."""
     servers = NamespaceServers(TOPO.mtu)
     try:
-        sshd = servers.sshd(1, tmp_path / "sshd")
-        yield servers, sshd, servers.runner_env(sshd, tmp_path / "home")
+        for i in with_sshd:
+            servers.sshd(i, tmp_path / f"sshd{i}")
+        yield servers, servers.runner_env(tmp_path / "home")
     finally:
         servers.close()
     assert leftovers(servers.state.prefix, servers.state.processes) == []
 
 
-def run_over(servers: NamespaceServers, env: dict, scenario: Path | str, out: Path, *args: str, **kwargs):
-    target = servers.sshds[0].target
+@pytest.fixture
+def cluster(tmp_path, leftovers):
+    """Server 0 is this machine (local, the runner's), server 1 is reached over SSH."""
+    with namespace_servers(tmp_path, leftovers, 1) as (servers, env):
+        yield servers, servers.sshds[0], env
+
+
+def run_over(servers: NamespaceServers, env: dict, scenario: Path | str, out: Path, *args: str,
+             names: list[str] | None = None, **kwargs) -> subprocess.Popen:
+    """`mrclab run` in server 0's namespace over `names` (default: local and server 1's sshd)."""
+    names = names or ["local", servers.sshds[-1].target]
     return subprocess.Popen([*servers.enter(0), sys.executable, "-m", "mrclab", "run", str(scenario), "--servers",
-                             f"local,{target}", "--out", str(out), *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                             ",".join(names), "--out", str(out), *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kwargs)
 
 
@@ -107,10 +125,53 @@ def test_a_scenario_runs_over_two_servers_with_faults_on_both(cluster, tmp_path,
     assert leftovers(prefix) == []
 
 
-def test_a_server_killed_mid_run_stops_the_run_in_one_line(cluster, tmp_path, leftovers):
-    """Server 1's sshd (its listener and the session carrying the run) and its agents are killed while the workload
-    runs: the runner names server 1, exits 3 within 15 s, writes what it measured, and server 0 keeps nothing."""
-    servers, sshd, env = cluster
+def test_a_runner_with_no_local_server_reaches_both_over_ssh(tmp_path, leftovers):
+    """Both servers have their own sshd and the runner (in server 0's namespace) reaches each over SSH: server 0's
+    agents through relays too, its clock read over its channel (not the runner's own), server 1's through it."""
+    with namespace_servers(tmp_path, leftovers, 0, 1) as (servers, env):
+        names = [sshd.target for sshd in servers.sshds]
+        proc = run_over(servers, env, "smoke", tmp_path / "out", "--json", "--set", "expect.max_avoid_s=10s", "--set",
+                        "expect.max_step_time_ratio=100", names=names)  # a loaded CI machine: the run, not its pace
+        stdout, stderr = proc.communicate(timeout=180)
+        assert proc.returncode == 0, stderr[-2000:]
+        doc = json.loads(stdout)
+        check_schema(doc)
+        assert set(doc) - {"dir"} == LOCAL_KEYS | {"cluster"}
+        assert all(check["ok"] for check in doc["expectations"]), doc["expectations"]
+        s = doc["summary"]
+        assert s["messages"]["failed"] == 0 and s["messages"]["completed"] == s["messages"]["sent"] == 24 * 4
+        assert s["bytes"]["sent"] == s["bytes"]["delivered"] == s["bytes"]["verified"] == 24 * 4 * 256 * 1024
+        first, second = doc["cluster"]["servers"]
+        assert [first["server"], second["server"]] == names and first["hosts"] and second["hosts"]
+        for when in ("start", "end"):  # read over SSH: a round trip of its own, never the exact 0 of local's
+            assert 0 < first["clock"][when]["uncertainty_s"] < 0.1, first
+            assert second["clock"][when]["uncertainty_s"] > first["clock"][when]["uncertainty_s"], second
+        assert doc["fidelity"]["clock"]["time_uncertainty_s"] == {d["server"]: d["time_uncertainty_s"]
+                                                                  for d in (first, second)}
+        assert {p.name for p in (tmp_path / "out").glob("agent-*.jsonl")} == {f"agent-h{i}.jsonl" for i in range(4)}
+        for server in (first, second):
+            assert leftovers(f"m{server['run_id']}") == []
+        assert doc["run_id"] not in records(STATE_DIR, "run")
+
+
+@dataclass
+class LongRun:
+    """A long smoke over local and server 1, at its step 3: the runner, and each server's share's run record."""
+
+    proc: subprocess.Popen
+    out: Path
+    local: dict
+    remote: dict
+
+    @property
+    def remote_processes(self) -> list[int]:
+        [share] = self.remote.values()
+        return [pid for pid, _start, label in share["processes"] if label.startswith("agent ")]
+
+
+@pytest.fixture
+def long_run(cluster, tmp_path) -> LongRun:
+    servers, _sshd, env = cluster
     progress = tmp_path / "progress.jsonl"
     since = time.time()
     proc = run_over(servers, env, "smoke", tmp_path / "out", "--set", "workload.steps=4000", "--set",
@@ -122,32 +183,59 @@ def test_a_server_killed_mid_run_stops_the_run_in_one_line(cluster, tmp_path, le
         local.update(records(STATE_DIR, "run smoke (server 0", since))
         remote.update(records(STATE_DIR, "run smoke (server 1", since))
         lines = progress.read_text().splitlines() if progress.exists() else []
-        if any(json.loads(line).get("step", 0) >= 3 for line in lines):
+        if local and remote and any(json.loads(line).get("step", 0) >= 3 for line in lines):
             break
         time.sleep(0.1)
     assert proc.poll() is None and len(local) == len(remote) == 1, proc.stderr.read() if proc.stderr else ""
-    [share] = remote.values()
-    agents = [pid for pid, _start, label in share["processes"] if label.startswith("agent ")]
-    sessions = [int(p) for p in sh("pgrep", "-P", str(sshd.proc.pid)).split()]  # sshd's children: the sessions
-    killed = time.monotonic()
-    for pid in [sshd.proc.pid, *sessions, *agents]:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    _, stderr = proc.communicate(timeout=60)
-    took = time.monotonic() - killed
-    lines = stderr.strip().splitlines()
-    assert proc.returncode == 3, stderr
-    assert len(lines) == 1 and f"server {sshd.target}" in lines[0] and "Traceback" not in stderr, stderr
+    return LongRun(proc, tmp_path / "out", local, remote)
+
+
+def stops_in_one_line(run: LongRun, hit: float, target: str, leftovers) -> str:
+    """The runner names `target` in one line, exits 3 within 15 s of `hit`, writes what it measured, and server 0
+    keeps nothing; its line."""
+    line = one_line_exit_3(run.proc, f"server {target}")
+    took = time.monotonic() - hit
     assert took < 15, f"the run took {took:.1f} s to stop"
-    print(f"stopped {took:.1f} s after the kill: {lines[0]}")
-    doc = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert doc["status"] == "failed" and sshd.target in doc["error"] and doc["steps"]
-    [(run_id, record)] = local.items()
+    print(f"stopped {took:.1f} s after the hit: {line}")
+    doc = json.loads((run.out / "results.json").read_text())
+    assert doc["status"] == "failed" and target in doc["error"] and doc["steps"]
+    [(run_id, record)] = run.local.items()
     assert leftovers(f"m{run_id}", record["processes"]) == []  # nothing of server 0's share
     assert not (STATE_DIR / f"{run_id}.json").exists()
-    # server 1's share saw its session end (EOF) and tears itself down too
-    deadline = time.monotonic() + 15
-    [(remote_id, _)] = remote.items()
-    while time.monotonic() < deadline and (STATE_DIR / f"{remote_id}.json").exists():
+    return line
+
+
+def share_gone(run: LongRun, hit: float, within: float, leftovers) -> float:
+    """Server 1's share tears itself down within `within` s of `hit`, leaving nothing; how long it took."""
+    [(remote_id, share)] = run.remote.items()
+    while time.monotonic() - hit < within and (STATE_DIR / f"{remote_id}.json").exists():
         time.sleep(0.2)
-    assert not (STATE_DIR / f"{remote_id}.json").exists() and leftovers(f"m{remote_id}", share["processes"]) == []
+    took = time.monotonic() - hit
+    assert not (STATE_DIR / f"{remote_id}.json").exists(), f"server 1's share is still there after {took:.1f} s"
+    assert leftovers(f"m{remote_id}", share["processes"]) == []
+    print(f"server 1's share gone {took:.1f} s after the hit")
+    return took
+
+
+def test_a_server_killed_mid_run_stops_the_run_in_one_line(cluster, long_run, leftovers):
+    """Server 1's sshd (its listener and the session carrying the run) and its agents are killed while the workload
+    runs: the runner names server 1, exits 3 within 15 s, writes what it measured, and server 0 keeps nothing."""
+    _servers, sshd, _env = cluster
+    hit = time.monotonic()
+    for pid in [sshd.proc.pid, *sshd.sessions(), *long_run.remote_processes]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    stops_in_one_line(long_run, hit, sshd.target, leftovers)
+    share_gone(long_run, hit, 15, leftovers)  # it saw its session end (EOF)
+
+
+def test_a_partition_mid_run_stops_the_run_and_both_shares(cluster, long_run, leftovers):
+    """The underlay between the servers goes down while the workload runs (a partition: no connection closes,
+    nothing answers): the runner names server 1 in one line and exits 3 within 15 s; server 1's share, whose
+    runner falls silent, tears itself down after SILENCE_S."""
+    servers, sshd, _env = cluster
+    hit = time.monotonic()
+    for i in (0, 1):
+        sh("ip", "-n", servers.names[i], "link", "set", servers.underlays[i].device, "down")
+    assert "did not answer" in stops_in_one_line(long_run, hit, sshd.target, leftovers)
+    share_gone(long_run, hit, SILENCE_S + 10, leftovers)

@@ -39,7 +39,7 @@ def test_topo_verify_over_two_servers_reached_by_ssh(tmp_path, leftovers):
     servers = NamespaceServers(TOPO.mtu)
     try:
         sshd = servers.sshd(1, tmp_path / "sshd")
-        env = servers.runner_env(sshd, tmp_path / "home")
+        env = servers.runner_env(tmp_path / "home")
         argv = [*servers.enter(0), sys.executable, "-m", "mrclab", "topo", "verify", TOPO.name, "--servers",
                 f"local,{sshd.target}", "--json"]
         stranger = {**env, "HOME": str(tmp_path / "stranger")}  # server 1's host key is unknown there
@@ -82,7 +82,7 @@ def test_a_runner_killed_mid_build_leaves_nothing_on_either_server(tmp_path, lef
     servers = NamespaceServers(TOPO.mtu)
     try:
         sshd = servers.sshd(1, tmp_path / "sshd")
-        env = servers.runner_env(sshd, tmp_path / "home")
+        env = servers.runner_env(tmp_path / "home")
         since = time.time()
         runner = subprocess.Popen([*servers.enter(0), sys.executable, "-m", "mrclab", "topo", "verify",
                                    "clos-4p-4l-4s", "--servers", f"local,{sshd.target}", "--json"], cwd=REPO, env=env,
