@@ -52,7 +52,7 @@ class Relayed:
     def sendall(self, data: bytes) -> None:
         try:
             self.chan.sendall(data)
-        except OSError as exc:
+        except (OSError, EOFError) as exc:  # paramiko: EOFError when its socket fails under a send
             if not self.channel.alive():
                 raise self.channel.lose("its SSH connection closed") from None
             raise AgentError(f"agent {self.host}: its channel closed ({exc})") from None

@@ -76,7 +76,7 @@ class Channel:
         try:
             self.send.write(msg.encode(message))
             self.send.flush()
-        except OSError as exc:
+        except (OSError, EOFError) as exc:  # paramiko: EOFError when its socket fails under a send
             raise self.lose(self._gone(exc)) from None
 
     def _gone(self, exc: Exception) -> str:
@@ -87,7 +87,7 @@ class Channel:
             time.sleep(0.01)
         if not self.alive():
             return "its SSH connection closed: the server, or the network to it, went away"
-        return f"its share went away ({exc or type(exc).__name__})"
+        return f"its share went away ({str(exc) or type(exc).__name__})"
 
     def answer(self, answer: type[A], timeout: float | None = None) -> A:
         if self.lost is not None:
@@ -384,14 +384,30 @@ class Cluster:
 
     def ask_all(self, requests: Mapping[int, msg.Message], answer: type[A], timeout: float | None = None
                 ) -> dict[int, A]:
-        """One request to each of some servers at once (each holds its channel meanwhile); their answers."""
+        """One request to each of some servers at once (each holds its channel meanwhile); their answers. A server
+        lost on the way is raised once every other server told has answered: an answer left unread would be taken
+        for the next request's."""
         channels = {i: self.channels[i] for i in sorted(requests)}
+        lost: list[ServerLost] = []
         with contextlib.ExitStack() as held:
             for ch in channels.values():
                 held.enter_context(ch.lock)
+            told = []
             for i, ch in channels.items():
-                ch.tell(requests[i])
-            return {i: ch.answer(answer, timeout) for i, ch in channels.items()}
+                try:
+                    ch.tell(requests[i])
+                    told.append(i)
+                except ServerLost as exc:
+                    lost.append(exc)
+            answers = {}
+            for i in told:
+                try:
+                    answers[i] = channels[i].answer(answer, timeout)
+                except ServerLost as exc:
+                    lost.append(exc)
+        if lost:
+            raise lost[0]
+        return answers
 
     def live(self) -> list[int]:
         """The servers that have not gone away."""

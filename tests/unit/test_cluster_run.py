@@ -1,15 +1,19 @@
 """The runner's side of a run over servers, without servers: clock readings and how far they bound a time, an
-agent's report moved onto the runner's clock, which servers a fault goes to, and the fidelity of a lab judged
-per server."""
+agent's report moved onto the runner's clock, which servers a fault goes to, the fidelity of a lab judged per
+server, and a request to several servers when one is lost."""
 from __future__ import annotations
+
+import io
 
 import pytest
 
 from mrclab.agent.endpoint import MARK_BIN_S
 from mrclab.cluster import clock
+from mrclab.cluster import messages as msg
 from mrclab.cluster.agents import on_runner_clock
 from mrclab.cluster.fabric import ClusterFabric
 from mrclab.cluster.placement import assign
+from mrclab.cluster.servers import Channel, Cluster, ServerLost
 from mrclab.metrics.fidelity import over_servers
 from mrclab.spec import topology
 
@@ -93,3 +97,21 @@ def test_a_lab_over_servers_is_faithful_only_if_every_server_is_and_names_the_on
     gone = over_servers({"local": verdict(True, 50, "calm"), "lab2": None}, {"local": 0.0, "lab2": None}, 3e-4,
                         [["local"], ["lab2"]])
     assert not gone["ok"] and "server lab2: not measured: it went away" in gone["notes"]
+
+
+class _Broken(io.StringIO):
+    """An SSH channel whose connection failed under a send: paramiko raises EOFError, not OSError."""
+
+    def write(self, _text: str) -> int:
+        raise EOFError
+
+
+def test_a_server_lost_in_a_request_to_several_leaves_the_others_answers_read():
+    cluster = Cluster(TOPO, ["local", "root@lab2"])
+    answers = io.StringIO(msg.encode(msg.Applied(1.0)) + msg.encode(msg.Spent({}, 0.0, 0)))
+    cluster.channels = [Channel("local", io.StringIO(), answers, io.StringIO()),
+                        Channel("root@lab2", _Broken(), io.StringIO(), io.StringIO())]
+    with pytest.raises(ServerLost, match=r"^server root@lab2: its share went away \(EOFError\)"):
+        cluster.ask_all(dict.fromkeys([0, 1], msg.Apply("link_down", "p0l0-p0s1")), msg.Applied)
+    assert cluster.live() == [0]
+    assert cluster.ask_all({0: msg.Quiesce()}, msg.Spent) == {0: msg.Spent({}, 0.0, 0)}  # not the Applied
