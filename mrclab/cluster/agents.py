@@ -53,9 +53,9 @@ class Relayed:
         try:
             self.chan.sendall(data)
         except (OSError, EOFError) as exc:  # paramiko: EOFError when its socket fails under a send
-            if not self.channel.alive():
+            if self.channel.connection_closed():
                 raise self.channel.lose("its SSH connection closed") from None
-            raise AgentError(f"agent {self.host}: its channel closed ({exc})") from None
+            raise AgentError(f"agent {self.host}: its channel closed ({str(exc) or type(exc).__name__})") from None
 
     def recv(self, size: int) -> bytes:
         return self.chan.recv(size)

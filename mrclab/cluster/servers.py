@@ -80,12 +80,8 @@ class Channel:
             raise self.lose(self._gone(exc)) from None
 
     def _gone(self, exc: Exception) -> str:
-        """Why its channel failed: the whole connection, or the share alone (a closing connection closes its
-        channels first: it is given a moment to show)."""
-        deadline = time.monotonic() + GONE_WAIT_S
-        while self.chan is not None and self.alive() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if not self.alive():
+        """Why its channel failed: the whole connection, or the share alone."""
+        if self.connection_closed():
             return "its SSH connection closed: the server, or the network to it, went away"
         return f"its share went away ({str(exc) or type(exc).__name__})"
 
@@ -129,6 +125,14 @@ class Channel:
         chan = self.chan.get_transport().open_session(timeout=LIVENESS_S)
         chan.exec_command(shlex.join([*self.remote.sudo, *self.remote.mrclab, "cluster-relay", path]))
         return chan
+
+    def connection_closed(self) -> bool:
+        """After one of its channels failed: whether its SSH connection closed (a closing connection closes its
+        channels first: it is given a moment to show)."""
+        deadline = time.monotonic() + GONE_WAIT_S
+        while self.chan is not None and self.alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return not self.alive()
 
     def alive(self) -> bool:
         """Over SSH: its connection is up (a local share's end shows when it is read)."""
