@@ -194,6 +194,7 @@ def stops_in_one_line(run: LongRun, hit: float, target: str, leftovers) -> str:
     """The runner names `target` in one line, exits 3 within 15 s of `hit`, writes what it measured, and server 0
     keeps nothing; its line."""
     line = one_line_exit_3(run.proc, f"server {target}")
+    assert line.startswith(f"mrclab: run failed: server {target}: "), line  # nothing else on it (a library's log)
     took = time.monotonic() - hit
     assert took < 15, f"the run took {took:.1f} s to stop"
     print(f"stopped {took:.1f} s after the hit: {line}")
