@@ -13,6 +13,7 @@ Every failure to reach or log in is one line and exit 3 (EnvironmentNotReady).
 """
 from __future__ import annotations
 
+import logging
 import select
 import shlex
 import socket
@@ -71,6 +72,18 @@ class _AcceptNew(paramiko.MissingHostKeyPolicy):
         self.say(f"added host key {key.get_name()} {key.fingerprint} of {hostname} to {self.known_hosts}")
 
 
+def _quiet_paramiko() -> None:
+    """paramiko logs a reset connection as an error, which Python prints on stderr next to mrclab's own line
+    saying what it means; and Mininet, once imported (a lab over servers imports it), gives every logger created
+    afterwards a console handler of its own that writes without a newline, onto the start of that line. paramiko's
+    loggers (made with its first transport) are plain ones, and what they log goes nowhere."""
+    logging.setLoggerClass(logging.Logger)
+    top = logging.getLogger("paramiko")
+    for handler in top.handlers[:]:
+        top.removeHandler(handler)
+    top.addHandler(logging.NullHandler())
+
+
 class Connection:
     """An open, authenticated connection; use as a context manager."""
 
@@ -78,6 +91,7 @@ class Connection:
                  accept_new_host_key: bool = False, say=print):
         self.target = target
         self.known_hosts = Path(known_hosts or target.known_hosts or "~/.ssh/known_hosts").expanduser()
+        _quiet_paramiko()
         self.client = paramiko.SSHClient()
         if self.known_hosts.exists():
             try:
