@@ -63,12 +63,29 @@ def cluster(tmp_path, leftovers):
 
 
 def run_over(servers: NamespaceServers, env: dict, scenario: Path | str, out: Path, *args: str,
-             names: list[str] | None = None, **kwargs) -> subprocess.Popen:
+             names: list[str] | None = None) -> subprocess.Popen:
     """`mrclab run` in server 0's namespace over `names` (default: local and server 1's sshd)."""
     names = names or ["local", servers.sshds[-1].target]
     return subprocess.Popen([*servers.enter(0), sys.executable, "-m", "mrclab", "run", str(scenario), "--servers",
                              ",".join(names), "--out", str(out), *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kwargs)
+                            stderr=subprocess.PIPE, text=True)
+
+
+def smoke_over(servers: NamespaceServers, env: dict, scenario: Path | str, out: Path, *args: str,
+               names: list[str] | None = None) -> dict:
+    """A smoke (24 steps of 4 hosts) run to its end over the servers: exit 0, its expectations met, results.json
+    with the schema of a run on one machine plus `cluster`, and every byte delivered and verified; that document."""
+    proc = run_over(servers, env, scenario, out, "--json", *args, names=names)
+    stdout, stderr = proc.communicate(timeout=180)
+    assert proc.returncode == 0, stderr[-2000:]
+    doc = json.loads(stdout)
+    check_schema(doc)
+    assert set(doc) - {"dir"} == LOCAL_KEYS | {"cluster"}
+    assert all(check["ok"] for check in doc["expectations"]), doc["expectations"]
+    s = doc["summary"]
+    assert s["messages"]["failed"] == 0 and s["messages"]["completed"] == s["messages"]["sent"] == 24 * 4
+    assert s["bytes"]["sent"] == s["bytes"]["delivered"] == s["bytes"]["verified"] == 24 * 4 * 256 * 1024
+    return doc
 
 
 def test_a_scenario_runs_over_two_servers_with_faults_on_both(cluster, tmp_path, leftovers):
@@ -79,16 +96,7 @@ def test_a_scenario_runs_over_two_servers_with_faults_on_both(cluster, tmp_path,
     smoke["expect"].update(max_avoid_s="10s", max_step_time_ratio=100)  # a loaded CI machine: the run, not its pace
     scenario = tmp_path / "smoke.yaml"
     scenario.write_text(yaml.safe_dump(smoke))
-    proc = run_over(servers, env, scenario, tmp_path / "out", "--json")
-    stdout, stderr = proc.communicate(timeout=180)
-    assert proc.returncode == 0, stderr[-2000:]
-    doc = json.loads(stdout)
-    check_schema(doc)
-    assert set(doc) - {"dir"} == LOCAL_KEYS | {"cluster"}
-    assert all(check["ok"] for check in doc["expectations"]), doc["expectations"]
-    s = doc["summary"]
-    assert s["messages"]["failed"] == 0 and s["messages"]["completed"] == s["messages"]["sent"] == 24 * 4
-    assert s["bytes"]["sent"] == s["bytes"]["delivered"] == s["bytes"]["verified"] == 24 * 4 * 256 * 1024
+    doc = smoke_over(servers, env, scenario, tmp_path / "out")
     placed = {node: i for i, server in enumerate(doc["cluster"]["servers"])
               for node in (*server["hosts"], *server["switches"])}
     assert [server["server"] for server in doc["cluster"]["servers"]] == ["local", sshd.target]
@@ -130,17 +138,8 @@ def test_a_runner_with_no_local_server_reaches_both_over_ssh(tmp_path, leftovers
     agents through relays too, its clock read over its channel (not the runner's own), server 1's through it."""
     with namespace_servers(tmp_path, leftovers, 0, 1) as (servers, env):
         names = [sshd.target for sshd in servers.sshds]
-        proc = run_over(servers, env, "smoke", tmp_path / "out", "--json", "--set", "expect.max_avoid_s=10s", "--set",
-                        "expect.max_step_time_ratio=100", names=names)  # a loaded CI machine: the run, not its pace
-        stdout, stderr = proc.communicate(timeout=180)
-        assert proc.returncode == 0, stderr[-2000:]
-        doc = json.loads(stdout)
-        check_schema(doc)
-        assert set(doc) - {"dir"} == LOCAL_KEYS | {"cluster"}
-        assert all(check["ok"] for check in doc["expectations"]), doc["expectations"]
-        s = doc["summary"]
-        assert s["messages"]["failed"] == 0 and s["messages"]["completed"] == s["messages"]["sent"] == 24 * 4
-        assert s["bytes"]["sent"] == s["bytes"]["delivered"] == s["bytes"]["verified"] == 24 * 4 * 256 * 1024
+        doc = smoke_over(servers, env, "smoke", tmp_path / "out", "--set", "expect.max_avoid_s=10s", "--set",
+                         "expect.max_step_time_ratio=100", names=names)  # a loaded CI machine: the run, not its pace
         first, second = doc["cluster"]["servers"]
         assert [first["server"], second["server"]] == names and first["hosts"] and second["hosts"]
         for when in ("start", "end"):  # read over SSH: a round trip of its own, never the exact 0 of local's
