@@ -7,6 +7,7 @@ failure.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import socket
 import subprocess
@@ -19,7 +20,7 @@ from ..agents import AgentControl, AgentError, Agents
 from ..spec import Scenario
 from . import messages as msg
 from .run_part import KILL_WAIT_S
-from .servers import LIVENESS_S, Channel, Cluster, ServerLost
+from .servers import CONNECTION_CLOSED, LIVENESS_S, Channel, Cluster, ServerLost
 
 
 class RemoteProcess:
@@ -52,10 +53,12 @@ class Relayed:
     def sendall(self, data: bytes) -> None:
         try:
             self.chan.sendall(data)
-        except (OSError, EOFError) as exc:  # paramiko: EOFError when its socket fails under a send
+        except EOFError:  # paramiko: its connection failed under the send (broken, closed, or its peer silent)
+            raise self.channel.lose(CONNECTION_CLOSED) from None
+        except OSError as exc:
             if self.channel.connection_closed():
-                raise self.channel.lose("its SSH connection closed") from None
-            raise AgentError(f"agent {self.host}: its channel closed ({str(exc) or type(exc).__name__})") from None
+                raise self.channel.lose(CONNECTION_CLOSED) from None
+            raise AgentError(f"agent {self.host}: its channel closed ({exc})") from None
 
     def recv(self, size: int) -> bytes:
         return self.chan.recv(size)
@@ -64,7 +67,8 @@ class Relayed:
         return self.chan.fileno()
 
     def close(self) -> None:
-        self.chan.close()
+        with contextlib.suppress(OSError, EOFError):  # a lost server's connection can fail under the close
+            self.chan.close()
 
 
 class ClusterAgents(Agents):

@@ -41,6 +41,7 @@ HEARTBEAT_S = 1.0
 CLOCK_ROUNDS = 16  # ping-pongs per offset reading over a channel: the one with the shortest round trip is kept
 TICK_TIMEOUT_S = 30.0
 GONE_WAIT_S = 0.5
+CONNECTION_CLOSED = "its SSH connection closed: the server, or the network to it, went away"
 
 
 class ServerLost(EnvironmentNotReady):
@@ -76,14 +77,16 @@ class Channel:
         try:
             self.send.write(msg.encode(message))
             self.send.flush()
-        except (OSError, EOFError) as exc:  # paramiko: EOFError when its socket fails under a send
+        except EOFError:  # paramiko: its connection failed under the send (broken, closed, or its peer silent)
+            raise self.lose(CONNECTION_CLOSED) from None
+        except OSError as exc:
             raise self.lose(self._gone(exc)) from None
 
     def _gone(self, exc: Exception) -> str:
         """Why its channel failed: the whole connection, or the share alone."""
         if self.connection_closed():
-            return "its SSH connection closed: the server, or the network to it, went away"
-        return f"its share went away ({str(exc) or type(exc).__name__})"
+            return CONNECTION_CLOSED
+        return f"its share went away ({exc or type(exc).__name__})"
 
     def answer(self, answer: type[A], timeout: float | None = None) -> A:
         if self.lost is not None:
@@ -141,7 +144,7 @@ class Channel:
     def stop(self) -> None:
         """Ask the share to tear down (without waiting)."""
         if self.lost is None and not self.send.closed:
-            with contextlib.suppress(EnvironmentNotReady, OSError):
+            with contextlib.suppress(EnvironmentNotReady, OSError, EOFError):
                 self.tell(msg.Stop())
                 self.send.close()
 
@@ -382,7 +385,7 @@ class Cluster:
         (its heartbeat's or any request's), or its SSH connection closed."""
         for ch in self.channels:
             if ch.lost is None and not ch.alive():
-                ch.lose("its SSH connection closed: the server, or the network to it, went away")
+                ch.lose(CONNECTION_CLOSED)
             if ch.lost is not None:
                 raise ServerLost(ch.spec, ch.lost)
 
