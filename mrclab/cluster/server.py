@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import MrclabError
+from ..errors import MrclabError, Terminated
 from ..protocol import Message
 from ..runstate import RunState, proc_text
 from ..spec import topology as topology_mod
@@ -232,6 +232,8 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> int:
                 served.close()
     except (MrclabError, ValueError, OSError, RuntimeError) as exc:
         say(Failed(f"{type(exc).__name__}: {exc}"))
+        return 1
+    except Terminated:  # told to end (its runner gave up on it, or its silence ran out): torn down, nothing to say
         return 1
     finally:
         if state is not None:
