@@ -32,7 +32,10 @@ The connection holds ``ev_count`` active *slots*, spread round-robin over planes
 that consecutive packets walk the planes; the remaining EVs it was given wait in a
 per-plane reserve. A retired EV hands its slot to a reserve EV of the same plane on a
 path not known bad, so planes stay balanced; with none left it keeps its slot, skipped,
-until its path heals. Retirement never takes the number of usable slots below
+until its path heals. A path that comes back takes back its share of its plane's slots, from
+the paths that hold the most (their EVs wait in reserve): a path with no slot carries no data,
+so a failure on it would go unseen until another path's retirement handed it slots again.
+Retirement never takes the number of usable slots below
 ``ev_min_active``: EVs of a bad path that would break that floor stay in service
 (``Counters.loss_at_min_active`` counts the losses that could not retire their EV).
 
@@ -498,14 +501,30 @@ class EvSet:
             self.probing.remove(path)
 
     def _return(self, e: Ev) -> None:
-        """A healed or re-allowed EV takes back a slot of its plane held by an unusable EV, else waits in reserve."""
+        """A healed or re-allowed EV takes back a slot of its plane held by an unusable EV, else one held by the
+        path of its plane with the most slots when that path holds two more than its own (that EV waits in reserve
+        instead), else waits in reserve. A path that came back so gets its share again: left in reserve, it would
+        carry no data until another path's retirement freed a slot, and a failure on it meanwhile would go
+        unnoticed until then (a cut avoided after 0.6 s instead of tens of ms)."""
         if e.slot is not None:
             return
+        plane = e.plane
+        held: dict[Path, int] = {}
         for taken in self.slots:
-            if taken.plane == e.plane and taken.state not in USABLE:
+            if taken.plane != plane:
+                continue
+            if taken.state not in USABLE:
                 self._move_slot(taken, e)
                 return
-        self._reserve.setdefault(e.plane, deque()).append(e)
+            held[taken.path] = held.get(taken.path, 0) + 1
+        reserve = self._reserve.setdefault(plane, deque())
+        crowded = max(held, key=held.__getitem__, default=None)
+        if crowded is not None and held[crowded] > held.get(e.path, 0) + 1:
+            taken = next(x for x in self.slots if x.path is crowded)
+            self._move_slot(taken, e)
+            reserve.append(taken)
+            return
+        reserve.append(e)
 
     def _take_spare(self, plane: int) -> Ev | None:
         """A reserve EV of ``plane`` on a path not known bad (reserve EVs of bad paths stay put)."""

@@ -309,6 +309,22 @@ def test_a_late_packet_that_condemned_its_path_restores_it_only_if_the_path_deli
     assert (a.ev_state(ev0) == EvState.GOOD) is revived and (a.bad_paths() == []) is revived
 
 
+def test_a_path_back_from_a_false_alarm_carries_data_again():
+    """One slot per path (16 of 64 EVs active). Packet 0's path is condemned by a late packet and its slot
+    handed to a spare of another path of plane 0; when the false alarm is undone the path takes a slot back,
+    so the next message sprays over all 16 paths again. Left in reserve, it would carry nothing until another
+    path's retirement, and a failure on it would go unnoticed until then."""
+    config = TransportConfig(sack_every=1, mss=100, cc_init_window=1 << 20, ev_count=16, reorder_window=0.002,
+                             reorder_window_max=0.002, hold_window=0.002)
+    a = Connection(1, list(range(64)), plane, config=config, ev_path=path_of)
+    b = Connection(1, list(range(64)), plane, config=config, ev_path=path_of)
+    ev0 = _condemn_by_a_late_packet(a, b, 20)
+    assert a.counters.retirements_undone == 1 and a.bad_paths() == []
+    assert sorted(path_of(ev) for ev in a.active_evs()) == sorted(path_of(ev) for ev in range(16))
+    a.send_message(2, bytes(1600))
+    assert path_of(ev0) in {path_of(ev) for ev, _ in a.datagrams_to_send(1.0)}
+
+
 def test_a_resend_arriving_as_a_duplicate_tells_that_the_first_copy_was_delivered():
     """The original is late, declared lost and resent. A SACK then covers its PSN but echoes some
     other packet: either copy may have arrived. An unflagged echo of the resend settles nothing (it

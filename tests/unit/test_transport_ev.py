@@ -1,4 +1,6 @@
 """EvSet alone: every EV and path transition, one named operation at a time."""
+from collections import Counter
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -132,6 +134,37 @@ def test_a_path_answering_its_probes_is_revived_and_takes_its_slots_back():
         s.probe_reply(probed, seq, t + 0.001)
     assert e.state == GOOD and not e.path.bad and counters.paths_restored == 1 and counters.ev_restored == 1
     assert changes(events)[-1] == (e.ev, ASSUMED_BAD, GOOD) and e in s.slots
+
+
+@pytest.mark.parametrize("how", ["undo", "probes"])
+def test_a_path_brought_back_takes_back_its_share_of_its_planes_slots(how):
+    """Plane 0 has four paths (0, 4, 8, 12), two slots each and two spares each. Paths 8 and 0 are retired: their
+    slots go to spares of paths 4 and 12. Brought back (a late condemning loss, or probes), each takes back its
+    share. Were it left in reserve, path 8 would get no data from then on: a failure of its link would go unseen
+    until another path's retirement handed it slots, and be avoided only then (the quickstart outlier, where a
+    cut waited 0.6 s for that)."""
+    s, _, _ = evset(evs=range(64), count=32, paths=16)
+
+    def shares():
+        return sorted(Counter(x.path.key for x in s.slots if x.plane == 0).items())
+
+    assert shares() == [(0, 2), (4, 2), (8, 2), (12, 2)]
+    for xseq, ev in enumerate((8, 0)):
+        s.lost(s[ev], xseq, 1.0)
+    assert shares() == [(4, 4), (12, 4)]
+    paths = (s[8].path, s[0].path)
+    if how == "undo":
+        for path in paths:
+            s.late(path, path.cause, 1.01)
+            s.acknowledged(path.evs[0], 10, 1.01, arrived=True)
+    else:
+        for t in (1.005, 1.010, 1.015):
+            for probed, seq in s.probes_due(t):
+                s.probe_reply(probed, seq, t)
+    assert not any(path.bad for path in paths)
+    assert shares() == [(0, 2), (4, 2), (8, 2), (12, 2)]
+    assert all(x.state in USABLE for x in s.slots) and all(x.slot == i for i, x in enumerate(s.slots))
+    assert 8 in {s.send_on(2.0 + i).path.key for i in range(32)}
 
 
 def test_unanswered_probes_back_off_and_a_gap_starts_the_count_again():
