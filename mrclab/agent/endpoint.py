@@ -284,8 +284,6 @@ class MrcEndpoint:
 
     # -- internals -------------------------------------------------------------------------------------
 
-    # -- internals -------------------------------------------------------------------------------------
-
     def _peer_of(self, peer: int, conn_id: int) -> Peer:
         key = (peer, conn_id)
         p = self._peers.get(key)
