@@ -32,8 +32,8 @@ The connection holds ``ev_count`` active *slots*, spread round-robin over planes
 that consecutive packets walk the planes; the remaining EVs it was given wait in a
 per-plane reserve. A retired EV hands its slot to a reserve EV of the same plane on a
 path not known bad, so planes stay balanced; with none left it keeps its slot, skipped,
-until its path heals. A path that comes back takes back its share of its plane's slots, from
-the paths that hold the most (their EVs wait in reserve): a path with no slot carries no data,
+until its path heals. A path that comes back with no slot of its plane takes one back, from
+the path that holds the most (its EV waits in reserve): a path with no slot carries no data,
 so a failure on it would go unseen until another path's retirement handed it slots again.
 Retirement never takes the number of usable slots below
 ``ev_min_active``: EVs of a bad path that would break that floor stay in service
@@ -501,11 +501,12 @@ class EvSet:
             self.probing.remove(path)
 
     def _return(self, e: Ev) -> None:
-        """A healed or re-allowed EV takes back a slot of its plane held by an unusable EV, else one held by the
-        path of its plane with the most slots when that path holds two more than its own (that EV waits in reserve
-        instead), else waits in reserve. A path that came back so gets its share again: left in reserve, it would
-        carry no data until another path's retirement freed a slot, and a failure on it meanwhile would go
-        unnoticed until then (a cut avoided after 0.6 s instead of tens of ms)."""
+        """A healed or re-allowed EV takes back a slot of its plane held by an unusable EV; else, when its path has
+        no slot left, one from the path of its plane with the most (that EV waits in reserve instead); else it
+        waits in reserve. Left without a slot, a path that came back would carry no data until another path's
+        retirement freed one, and a failure on it meanwhile would go unnoticed until then (a cut avoided after
+        0.6 s instead of tens of ms); one slot is enough to see it, and leaves the rest of the split (ECN's
+        skips, the retirements) as it is."""
         if e.slot is not None:
             return
         plane = e.plane
@@ -519,7 +520,7 @@ class EvSet:
             held[taken.path] = held.get(taken.path, 0) + 1
         reserve = self._reserve.setdefault(plane, deque())
         crowded = max(held, key=held.__getitem__, default=None)
-        if crowded is not None and held[crowded] > held.get(e.path, 0) + 1:
+        if crowded is not None and e.path not in held and held[crowded] > 1:
             taken = next(x for x in self.slots if x.path is crowded)
             self._move_slot(taken, e)
             reserve.append(taken)
