@@ -138,11 +138,11 @@ def test_a_path_answering_its_probes_is_revived_and_takes_its_slots_back():
 
 @pytest.mark.parametrize("how", ["undo", "probes"])
 def test_a_path_brought_back_takes_back_a_slot_of_its_plane(how):
-    """Plane 0 has four paths (0, 4, 8, 12), two slots each and two spares each. Paths 8 and 0 are retired: their
-    slots go to spares of paths 4 and 12. Brought back (a late condemning loss, or probes), each takes back one
-    slot, from the path that holds the most; the rest of the split stays. Were it left in reserve, path 8 would get no data from then on: a failure of its link would go unseen
-    until another path's retirement handed it slots, and be avoided only then (the quickstart outlier, where a
-    cut waited 0.6 s for that)."""
+    """Plane 0 has four paths (0, 4, 8, 12), two slots each and two spares each. Paths 8 and 0 are retired: their slots
+    go to spares of paths 4 and 12. Brought back (a late condemning loss, or probes), each takes back one slot,
+    from the path that holds the most; the rest of the split stays. Were it left in reserve, path 8 would get no
+    data from then on: a failure of its link would go unseen until another path's retirement handed it slots,
+    and be avoided only then (the quickstart outlier, where a cut waited 0.6 s for that)."""
     s, _, _ = evset(evs=range(64), count=32, paths=16)
 
     def shares():
