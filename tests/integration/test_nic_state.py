@@ -95,7 +95,7 @@ def test_a_pulled_host_cable_is_seen_at_once_and_avoided_by_both_ends(lab_agents
     # a pulled cable: both ends stay administratively up and lose carrier
     assert carrier(fabric, "h0", nic) == (True, False)
     assert carrier(fabric, "p0l0", fabric.layout.ifname("p0l0", "h0")) == (True, False)
-    assert 0 <= t_near - t_cut < 0.05  # netlink told the agent at once
+    assert 0 <= t_near - t_cut < 0.25  # netlink told the agent at once (not after losses); a loaded CI read 61 ms
     assert not [e for e in clients[FAR].events if isinstance(e, NicChanged)]  # the far host's NICs are fine
     time.sleep(FAR_END_S)
     far_stopped = link(fabric)["p0l0"]
