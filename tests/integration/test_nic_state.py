@@ -110,7 +110,7 @@ def test_a_pulled_host_cable_is_seen_at_once_and_avoided_by_both_ends(lab_agents
 
     t_mend = fabric.apply("link_up", CABLE)
     t_back = wait_nic(clients[NEAR], "up")
-    assert 0 <= t_back - t_mend < 0.05 and carrier(fabric, "h0", nic) == (True, True)
+    assert 0 <= t_back - t_mend < 0.25 and carrier(fabric, "h0", nic) == (True, True)
     time.sleep(0.3)
     assert plane0_sends(clients[NEAR], FAR) > t_back and plane0_sends(clients[FAR], NEAR) > t_back  # both again
     for src, dst in ((NEAR, FAR), (FAR, NEAR)):
