@@ -60,6 +60,7 @@ host, port, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
 s.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # SO_RCVBUFFORCE
 s.bind((host, port))
+rcvbuf_errors = int(dict(line.split() for line in open("/proc/net/snmp6"))["Udp6RcvbufErrors"])
 s.settimeout(0.3)
 done = threading.Event()
 threading.Thread(target=lambda: (sys.stdin.readline(), done.set()), daemon=True).start()
@@ -81,6 +82,7 @@ while True:  # until the senders are done and the port has been quiet for 0.3 s
         counts["ce"].append(struct.unpack_from("!I", data, 8)[0])  # the PSN of a packet marked CE
 snmp = dict(line.split() for line in open("/proc/net/snmp6"))
 counts["csum_errors"] = int(snmp["Udp6InCsumErrors"])
+counts["rcvbuf_errors"] = int(snmp["Udp6RcvbufErrors"]) - rcvbuf_errors
 print(json.dumps(counts), flush=True)
 """
 
@@ -206,14 +208,27 @@ def test_the_pinned_program_lives_in_a_root_only_bpffs(veth):
     assert os.path.ismount(mount) and os.stat(mount).st_mode & 0o777 == 0o700  # bpffs always adds the sticky bit
 
 
+def kernel_drops(lab: VethLab) -> int:
+    """What the kernel dropped past the shaped port: the veth's own drops at either end (the receiving side's
+    backlog full, when the CPU is busy)."""
+    out = 0
+    for ns, dev, way in ((lab.ns_a, lab.port, "tx"), (lab.ns_b, lab.peer, "rx")):
+        [link] = json.loads(lab.ns(ns, "ip", "-j", "-s", "link", "show", "dev", dev))
+        out += link["stats64"][way]["dropped"]
+    return out
+
+
 def test_incast_trims_and_counters_match_receiver(veth):
     veth.egress.attach(veth.port, RATE, 65536, 1500, True, netns_pid=veth.holder)
+    before = kernel_drops(veth)
     got, c = run(veth, senders=4, pps=PPS_AT_RATE / 2, count=800)  # 2x the port rate for ~0.9 s
     assert c.trims > 500 and c.drops == 0 and c.loss_drops == c.blackhole_drops == 0
     assert got["other"] == 0 and got["csum_errors"] == 0
-    assert got["trimmed"] == c.trims
-    assert got["full"] + got["trimmed"] == c.tx_packets == 3200
-    assert c.tx_bytes == got["full"] * FRAME + got["trimmed"] * TRIMMED_FRAME
+    # every packet the port passed arrived, or the kernel says where it dropped it (a loaded machine: a few)
+    lost = kernel_drops(veth) - before + got["rcvbuf_errors"]
+    assert got["full"] + got["trimmed"] + lost == c.tx_packets == 3200 and lost < 3200 * 0.02
+    assert c.trims - lost <= got["trimmed"] <= c.trims
+    assert c.tx_bytes == (c.tx_packets - c.trims) * FRAME + c.trims * TRIMMED_FRAME
     wait = c.queued_ns / (c.tx_packets - c.trims) / 1e9  # a full buffer drains in 65536 * 8 / RATE = 26 ms
     assert 0.010 < wait <= 65536 * 8 / RATE
 
