@@ -42,21 +42,28 @@ FIGURES = {
 }
 
 
-def run(checkout: Path, scenario: str, overrides: list[str], pure: bool) -> dict:
+def run_in(checkout: Path, scenario: str, overrides: list[str], *, pure: bool = False, retries: int = BUSY_RETRIES,
+           what: str = "checkouts.py") -> dict:
+    """results.json of `scenario` run by the checkout's own ``.venv/bin/mrclab`` under the lab lock, waiting out a
+    lab that did not take the lock."""
     out = Path(tempfile.mkdtemp(prefix="checkouts-")) / "run"
     env = {k: v for k, v in os.environ.items() if k != "MRCLAB_PURE"} | ({"MRCLAB_PURE": "1"} if pure else {})
     argv = ["flock", LOCK, str(checkout / ".venv/bin/mrclab"), "run", scenario, "--out", str(out)]
     for item in overrides:
         argv += ["--set", item]
     results = out / "results.json"
-    for _ in range(BUSY_RETRIES):
+    for _ in range(retries):
         done = subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True)
         if results.exists() or "another mrclab run is live" not in done.stderr:
             break
         time.sleep(BUSY_WAIT_S)  # a lab that did not take the lock: wait for it rather than share the CPU
     if not results.exists():
-        raise SystemExit(f"checkouts.py: {checkout} did not run: {done.stderr.strip()[-500:]}")
-    doc = json.loads(results.read_text())
+        raise SystemExit(f"{what}: {checkout} did not run: {done.stderr.strip()[-500:]}")
+    return json.loads(results.read_text())
+
+
+def run(checkout: Path, scenario: str, overrides: list[str], pure: bool) -> dict:
+    doc = run_in(checkout, scenario, overrides, pure=pure)
     return {name: figure(doc) for name, figure in FIGURES.items()} | {"build": doc["build"]["transport"]}
 
 

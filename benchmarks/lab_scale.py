@@ -14,16 +14,15 @@ per MiB, failed messages and the fidelity verdict; last, the largest shape whose
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
-import tempfile
-import time
+import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from checkouts import run_in  # noqa: E402
+
 HERE = Path(__file__).resolve().parents[1]
-LOCK = "/tmp/mrclab-lab.lock"
-BUSY_RETRIES, BUSY_WAIT_S = 60, 10.0
+BUSY_RETRIES = 60  # shapes that take long: a lab beside it may keep the machine longer
 
 
 def topology(hosts: int, planes: int, rate: str) -> str:
@@ -35,18 +34,8 @@ def topology(hosts: int, planes: int, rate: str) -> str:
 
 
 def run(checkout: Path, hosts: int, planes: int, rate: str) -> dict:
-    out = Path(tempfile.mkdtemp(prefix="lab-scale-")) / "run"
-    argv = ["flock", LOCK, str(checkout / ".venv/bin/mrclab"), "run", "scenarios/quickstart.yaml", "--out", str(out),
-            "--set", topology(hosts, planes, rate)]
-    results = out / "results.json"
-    for _ in range(BUSY_RETRIES):
-        done = subprocess.run(argv, cwd=checkout, capture_output=True, text=True)
-        if results.exists() or "another mrclab run is live" not in done.stderr:
-            break
-        time.sleep(BUSY_WAIT_S)  # a lab that did not take the lock: wait for it rather than share the CPU
-    if not results.exists():
-        raise SystemExit(f"lab_scale: {checkout} {hosts}x{planes} did not run: {done.stderr.strip()[-500:]}")
-    d = json.loads(results.read_text())
+    d = run_in(checkout, "scenarios/quickstart.yaml", [topology(hosts, planes, rate)], retries=BUSY_RETRIES,
+               what=f"lab_scale: {hosts}x{planes}")
     s, f = d["summary"], d["fidelity"]
     latency = f.get("latency") or {}
     share = latency["emulator_s"] / latency["rtt_mean_s"] if latency.get("rtt_mean_s") else None

@@ -28,15 +28,15 @@ def pair():
     b = Flood(server=1, address="127.0.0.2", peers=["127.0.0.1"])
     try:
         for end, other in ((a, b), (b, a)):
+            mine = f"127.0.0.{end.server + 1}"
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as share:  # as a share hands them over
-                share.bind((f"127.0.0.{end.server + 1}", 0))
+                share.bind((mine, 0))
                 share.sendto(json.dumps({"peers": [[f"127.0.0.{other.server + 1}", other.port]]}).encode(),
-                             ("127.0.0.1" if end is a else "127.0.0.2", end.port))
+                             (mine, end.port))
             deadline = time.monotonic() + 2
             while not end.peers and time.monotonic() < deadline:
                 end.receive()
         assert a.peers == [("127.0.0.2", b.port)] and b.peers == [("127.0.0.1", a.port)]
-        wait_for(a, 0.2), wait_for(b, 0.2)  # each told the other its (empty) state on learning its peers
         yield a, b
     finally:
         a.close()
