@@ -20,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 class BuildWithShipped(build_py):
     def run(self):
         super().run()
-        for name in ("topologies", "scenarios"):
+        for name in ("topologies", "scenarios", "traces"):
             shutil.copytree(HERE / name, Path(self.build_lib) / "mrclab" / "shipped" / name, dirs_exist_ok=True)
 
 

@@ -1,6 +1,6 @@
-"""The loop of a run: its workloads side by side, each driven by its own row of `DRIVERS` (a collective posts a
-step's transfers and waits for their last byte; a stream keeps transfers going for its duration), while faults
-are applied as their time comes.
+"""The loop of a run: its workloads side by side, each driven by its own `Driver` (a collective posts a step's
+transfers and waits for their last byte; a stream keeps transfers going for its duration; a trace's replay runs
+its ops as their dependencies finish, in `replay`), while faults are applied as their time comes.
 
 It fills an `Outcome` (metrics.outcome) from the agents' events, snapshots the senders' last
 sends around each path cut for `avoid_s`, and samples the agents' counters every
@@ -25,8 +25,9 @@ from .metrics import avoid
 from .metrics.outcome import Bins, Delivery, EvChange, Fired, MessageKey, NicChange, Outcome, Step, Unfired
 from .progress import Progress
 from .routing import ROUTINGS
-from .spec import Scenario
-from .workload import ideal_step_seconds, step_transfers
+from .spec import Scenario, Workload
+from .workload import Transfer, ideal_step_seconds, step_transfers
+from .workload.trace_plan import replay_pairs
 
 log = logging.getLogger("mrclab.runner")  # runner.log names the run's lines alike, wherever they come from
 
@@ -45,6 +46,8 @@ def workload_pairs(scenario: Scenario, index: int) -> set[tuple[str, str]]:
     w = scenario.workloads[index]
     if w.stream:
         return set(w.flows)
+    if w.trace is not None:
+        return replay_pairs(w, scenario.topology)
     return {(t.src, t.dst) for step in range(w.steps) for t in step_transfers(w, step, scenario.seed)}
 
 
@@ -72,7 +75,7 @@ class _OpenCut:
     sent: dict
 
 
-class _Driver:
+class Driver:
     """One workload's sending: what it posts and when it is over. ``index`` is its place in the scenario."""
 
     def __init__(self, ex: Execution, index: int, qp_base: int) -> None:
@@ -88,6 +91,16 @@ class _Driver:
         self.ex.agents.post(src, conn=key.conn, peer=peer, msg=msg, size=size)
         return key
 
+    def post_transfers(self, transfers: list[Transfer], msg: int) -> set[MessageKey]:
+        """Each transfer as message ``msg`` of its pair, split evenly over the pair's QPs (empty shares skipped)."""
+        n, keys = self.w.connections, set()
+        for t in transfers:
+            share, extra = divmod(t.size, n)
+            for qp in range(n):
+                if share + (qp < extra):
+                    keys.add(self.post(t.src, t.dst, msg, share + (qp < extra), qp))
+        return keys
+
     def start(self) -> None:
         raise NotImplementedError
 
@@ -97,7 +110,7 @@ class _Driver:
         raise NotImplementedError
 
 
-class _Collective(_Driver):
+class _Collective(Driver):
     """Steps separated by a barrier; each transfer split evenly over the pair's QPs."""
 
     def start(self) -> None:
@@ -120,13 +133,7 @@ class _Collective(_Driver):
         transfers = step_transfers(self.w, self.step, ex.s.seed)
         self.ideal = ideal_step_seconds(transfers, ex.topo)
         self.started = self.ex.clock()
-        n = self.w.connections
-        self.keys = set()
-        for t in transfers:
-            share, extra = divmod(t.size, n)
-            for qp in range(n):
-                if share + (qp < extra):
-                    self.keys.add(self.post(t.src, t.dst, self.step, share + (qp < extra), qp))
+        self.keys = self.post_transfers(transfers, self.step)
         self.waiting = {k for k in self.keys if self.ex.outcome.status(k) == "unfinished"}
 
     def advance(self, finished: MessageKey | None) -> None:
@@ -144,7 +151,7 @@ class _Collective(_Driver):
         self._next_step()
 
 
-class _Stream(_Driver):
+class _Stream(Driver):
     """Transfers kept going on every flow's QPs (``STREAM_DEPTH`` outstanding on each) until the duration ends;
     then what is out is waited for."""
 
@@ -177,7 +184,12 @@ class _Stream(_Driver):
             self.done = not self.out
 
 
-DRIVERS: dict[bool, type[_Driver]] = {False: _Collective, True: _Stream}
+def driver_of(w: Workload) -> type[Driver]:
+    """The driver of a workload: a trace's replay (`replay`), a stream, or a collective's steps."""
+    if w.trace is not None:
+        from .replay import Replay  # it builds on Driver
+        return Replay
+    return _Stream if w.stream else _Collective
 
 
 class Execution:
@@ -204,7 +216,7 @@ class Execution:
         deadline = o.t0 + s.duration_limit_s
         self.queue = list(timeline.timed_actions(s.events))
         heapq.heapify(self.queue)
-        drivers = [DRIVERS[w.stream](self, i, base) for i, (w, base) in enumerate(zip(s.workloads, qp_bases(s),
+        drivers = [driver_of(w)(self, i, base) for i, (w, base) in enumerate(zip(s.workloads, qp_bases(s),
                                                                                          strict=True))]
         try:
             self.fire_due()
@@ -218,7 +230,8 @@ class Execution:
                         f" in step {self.progress.step}" if not s.workload.stream else "")
                     break
                 next_action = self.queue[0].t_s + o.t0 if self.queue else deadline
-                self.agents.poll(max(0.0, min(next_action, deadline, now + 0.05) - now))
+                wake = min(d.wake for d in drivers)
+                self.agents.poll(max(0.0, min(next_action, deadline, now + 0.05, wake) - now))
                 for key, workload in self._drain_events():
                     drivers[workload].advance(key)
                 for driver in drivers:

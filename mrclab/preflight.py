@@ -13,6 +13,7 @@ from . import timeline
 from .errors import UsageError
 from .spec import Scenario
 from .workload import ideal_step_seconds, step_transfers
+from .workload import trace_plan
 
 SLOWEST_FRACTION = 0.1
 
@@ -24,6 +25,9 @@ def estimated_length(scenario: Scenario) -> tuple[float, float]:
     for w in scenario.workloads:
         if w.stream:
             length = slowest = w.duration_s
+        elif w.trace is not None:  # every iteration along the trace's longest dependency path
+            length = w.steps * trace_plan.plan(w.trace, scenario.topology).iteration_ideal_s
+            slowest = length / SLOWEST_FRACTION
         else:
             length = sum(ideal_step_seconds(step_transfers(w, step, scenario.seed), scenario.topology)
                          for step in range(w.steps))

@@ -24,7 +24,7 @@ cd "$here"
 
 system_packages() {
   pkgs=(openvswitch-switch openvswitch-common mininet iproute2 ethtool clang llvm libbpf-dev
-        iperf3 tcpdump tshark python3-venv python3-dev gcc make openssh-server)
+        iperf3 tcpdump tshark python3-venv python3-dev gcc make openssh-server protobuf-compiler)
   [ "$vm" -eq 0 ] || pkgs+=(qemu-system-x86 debootstrap)
   [ "$vagrant" -eq 0 ] || pkgs+=(vagrant vagrant-libvirt libvirt-daemon-system libvirt-clients
                                     dnsmasq-base qemu-utils rsync)

@@ -117,6 +117,8 @@ def _document(scenario: Scenario, run_id: str, started_at: str, outcome: Outcome
         doc["timeseries"] = series
     if scenario.workload.stream:  # the headline share of ideal is the first workload's
         summary["goodput_fraction"] = doc["workloads"][0]["goodput_fraction"]
+    if scenario.workload.trace is not None:  # a trace's headline is its iteration time
+        summary["iteration_time_s"] = doc["workloads"][0]["iteration_time_s"]
     checks = expectations.evaluate(scenario.expect, doc)
     for w, row in zip(scenario.workloads, doc["workloads"], strict=True):
         checks.extend(expectations.evaluate_workload(w.expect, row))

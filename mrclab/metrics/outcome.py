@@ -40,6 +40,16 @@ class Step:
     ideal_s: float  # a perfect fabric's time for it
 
 
+@dataclass(frozen=True, slots=True)
+class Span:
+    """An op of a replayed trace in one of its iterations: when it started and ended (seconds since t0)."""
+
+    iteration: int
+    op: int
+    start_s: float
+    end_s: float
+
+
 @dataclass(frozen=True)
 class Fired:
     """An action the fabric applied; `avoid_s` and `sent_into_fault` once its path cut was measured."""
@@ -130,6 +140,7 @@ class Outcome:
     steps: Records[Step] = field(default_factory=lambda: Records(Step))  # the first workload's (a collective's)
     workload_steps: dict[str, Records[Step]] = field(default_factory=dict)  # every workload's, by name
     workload_of: dict[MessageKey, int] = field(default_factory=dict)  # a message out -> its workload's index
+    spans: dict[int, Records[Span]] = field(default_factory=dict)  # a trace workload's index -> its ops' spans
     posted: dict[MessageKey, Posted] = field(default_factory=dict)  # messages out
     delivered: dict[MessageKey, Delivery] = field(default_factory=dict)  # ... delivered, not yet acknowledged
     completed: dict[MessageKey, float] = field(default_factory=dict)  # ... acknowledged (monotonic), not delivered

@@ -12,6 +12,7 @@ import math
 
 from ..spec import Scenario, Workload
 from ..workload import Transfer, ideal_step_seconds
+from . import trace
 from .outcome import Outcome, Step, Totals
 from .records import Records
 from .results import percentile
@@ -74,6 +75,8 @@ def rows(scenario: Scenario, outcome: Outcome, series: dict | None) -> list[dict
                        goodput_fraction=round(sum(steps.column("ideal_s")) / wall, 4) if steps else 0.0,
                        step_time_s={"p50": round(percentile(durations, 50), 6),
                                     "p100": round(max(durations, default=0.0), 6)})
+            if w.trace is not None:
+                row.update(trace.figures(w, index, scenario, outcome))
         out.append(row)
     return out
 

@@ -36,12 +36,14 @@ from .reader import (
     text,
 )
 from .topology import Topology
+from . import trace as trace_mod
+from .trace import TRACE, TRACE_KEYS, TraceSpec
 
 SCENARIO_DIR = folder("scenarios")
 
 DATAPATHS = ("auto", "ovs", "linux")  # the rows of fabric.datapath, and `auto`
 STREAM = "stream"
-PATTERNS = ("ring-allreduce", "all-to-all", "incast", "permutation", STREAM)
+PATTERNS = ("ring-allreduce", "all-to-all", "incast", "permutation", STREAM, TRACE)
 MAX_CONNECTIONS = 64  # QPs per pair (the paper scales RoCE to 16)
 WORKLOAD_EXPECTATIONS = ("failed_messages", "min_goodput_bps", "min_bin_fraction")
 WORKLOAD_KEYS = ("name", "pattern", "connections", "expect", "transport", "transport_options")
@@ -93,6 +95,7 @@ class Workload:
     expect: dict = field(default_factory=dict, hash=False)
     transport: str = ""  # "": the scenario's
     transport_options: dict = field(default_factory=dict, hash=False)  # over the scenario's
+    trace: TraceSpec | None = None  # a trace's replay (spec.trace): its hosts are its ranks', its steps iterations
 
     @property
     def stream(self) -> bool:
@@ -109,6 +112,8 @@ class Workload:
             out.update(pairs=[list(p) for p in self.pairs], bidirectional=self.bidirectional,
                        message=format_size(self.message_bytes), duration=f"{self.duration_s:g}s",
                        bin=f"{self.bin_s * 1000:g}ms")
+        elif self.trace is not None:
+            out.update(self.trace.to_dict())
         else:
             out.update(hosts=list(self.hosts), message=format_size(self.message_bytes), steps=self.steps)
         if self.pattern == "incast":
@@ -336,6 +341,11 @@ def _workload(w: Reader, topo: Topology, seed: int, where: str, default_transpor
               "transport_options": options}
     if pattern == STREAM:
         return _stream(w, topo, seed, **common)
+    if pattern == TRACE:
+        spec = trace_mod.read(w, topo)
+        w.done(WORKLOAD_KEYS + TRACE_KEYS)
+        hosts = tuple(h for h in topo.host_names if h in spec.hosts)
+        return Workload(TRACE, hosts, 0, spec.iterations, trace=spec, **common)
     hosts = _hosts(w, "hosts", topo, d["hosts"])
     message = w.get("message", size_bytes, size_bytes(d["message"]))
     if not connections <= message <= 1 << 30:
