@@ -33,6 +33,7 @@ from .spec import topology as topology_mod
 from .spec.cluster import MAX_SERVERS
 from .spec.reader import one_line
 from .spec.scenario import DATAPATHS
+from .trace import make as trace_make
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -99,6 +100,59 @@ def print_check(rows: list[check_mod.Row]) -> None:
     for r, (status, colour) in zip(rows, statuses, strict=True):
         table.add_row(escape(r.name), f"[{colour}]{status}[/]", escape(r.detail), "" if r.ok else escape(r.fix))
     out.print(table)
+
+
+@cli.group()
+def trace() -> None:
+    """Chakra execution traces: write small ones from a description, summarise any (docs/workloads.md)."""
+
+
+@trace.command("make")
+@click.argument("kind", type=click.Choice(trace_make.KINDS))
+@click.option("--ranks", type=click.IntRange(2, 8192), required=True, help="One ET file per rank.")
+@click.option("--layers", type=click.IntRange(1, 1000), default=4, show_default=True)
+@click.option("--size", default="1MiB", show_default=True, help="Each rank's buffer per collective (comm_size).")
+@click.option("--compute", default="1ms", show_default=True, help="Each layer's compute node.")
+@click.option("--group", type=click.IntRange(2, 8192), default=4, show_default=True,
+              help="Ranks per tensor-parallel or expert-parallel group (tp, moe, mixed).")
+@click.option("--out", "folder", required=True, help="The folder to write <name>.<rank>.et into.")
+@click.option("--name", default=None, help="The files' prefix (default: the kind).")
+def trace_make_cmd(kind: str, ranks: int, layers: int, size: str, compute: str, group: int, folder: str,
+                   name: str | None) -> None:
+    """Write a small trace: dp (data-parallel all-reduce per layer), tp (tensor-parallel all-gather and
+    reduce-scatter), moe (an MoE all-to-all pair per layer), or mixed (all three)."""
+    from .units import seconds, size_bytes
+    try:
+        description = trace_make.Description(kind, ranks, layers, size_bytes(size), round(seconds(compute) * 1e6),
+                                             group)
+        description.check()
+    except ValueError as exc:
+        raise UsageError(f"trace make: {exc}") from None
+    target = Path(folder)
+    taken = [p for p in (target / f"{name or kind}.{r}.et" for r in range(ranks)) if p.exists()]
+    if taken:
+        raise UsageError(f"--out {folder}: {taken[0].name} exists: give an empty folder or another --name")
+    paths = trace_make.write(description, target, name)
+    out.print(f"wrote {len(paths)} files: {paths[0]} ... {paths[-1]}")
+
+
+@trace.command("show")
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def trace_show(path: str, as_json: bool) -> None:
+    """A trace's ranks, ops, collectives and communicators, checked as a replay would (exit 2 on a bad one)."""
+    from .spec.trace import resolve
+    from .trace import TraceError, load
+    from .trace.summary import lines, summarize
+    try:
+        doc = summarize(load(str(resolve(path, ""))))
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+    if as_json:
+        emit_json(doc)
+        return
+    for line in lines(doc):
+        out.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
 @cli.group()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from . import html, plots
+from . import gantt, html, plots
 from .run import Run, load
 
 
@@ -26,6 +26,10 @@ class PlotSpec:
 
 
 PLOTS = (
+    PlotSpec("report-trace-timeline.png", "Trace timeline per rank",
+             "Every op of the replayed trace on every rank it ran on: compute grey, each collective kind its own "
+             "colour; thin lines start iterations, dashed lines are faults, shaded spans outages.",
+             gantt.gantt, gantt.applies),
     PlotSpec("report-throughput.png", "Stream throughput over time",
              "Bits per second each stream pair delivered (verified) in each bin, and their total (timeseries.csv); "
              "dashed lines are faults, shaded spans outages.",

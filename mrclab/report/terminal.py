@@ -23,6 +23,16 @@ def workload_text(w: dict) -> str:
             f"step p50 {format_seconds(w['step_time_s']['p50'])}{failed}")
 
 
+def trace_split(w: dict) -> str:
+    """A replayed trace's iterations in one line: the mean's compute and communication, the slowest collective."""
+    its = w["iterations"]
+    compute = sum(i["compute_s"] for i in its) / len(its) if its else 0.0
+    comm = sum(i["communication_s"] for i in its) / len(its) if its else 0.0
+    slow = max(w["by_name"], key=lambda c: c["time_s_p100"], default=None)
+    return (f"mean compute {format_seconds(compute)} + communication {format_seconds(comm)}"
+            + (f"; slowest {slow['name']} ({slow['comm']}) {format_seconds(slow['time_s_p100'])}" if slow else ""))
+
+
 def print_run(doc: dict, target: Path, *, out: Console, err: Console) -> None:
     """The key figures first, so they fit one 80x24 screen; then the expectations, then the notes."""
     for u in doc.get("unfired_events", []):
@@ -37,8 +47,10 @@ def print_run(doc: dict, target: Path, *, out: Console, err: Console) -> None:
     m, b, p = s["messages"], s["bytes"], s["packets"]
     verified = "all verified" if b["verified"] == b["delivered"] else f"{format_bytes(b['verified'])} verified"
     tail = f" ({st['p100'] / st['p50']:.2f}x p50)" if st["p50"] else ""
-    rows = [("step time", f"p50 {format_seconds(st['p50'])} · p100 {format_seconds(st['p100'])}{tail}"
-                          f" · {len(doc['steps'])} steps")] if doc["steps"] else []
+    step = "iteration" if "iteration_time_s" in s else "step"  # a trace's steps are its iterations
+    rows = [(f"{step} time", f"p50 {format_seconds(st['p50'])} · p100 {format_seconds(st['p100'])}{tail}"
+                             f" · {len(doc['steps'])} {step}s")] if doc["steps"] else []
+    rows += [("  split", trace_split(w)) for w in doc.get("workloads", []) if "iterations" in w]
     rows += [("goodput", f"{s['goodput_bps'] / 1e6:.1f} Mbit/s, {s['goodput_fraction'] * 100:.0f}% of ideal")]
     workloads = doc.get("workloads", [])
     rows += [(f"  {w['name']}", workload_text(w)) for w in workloads if len(workloads) > 1 or "duration_s" in w]
