@@ -5,7 +5,7 @@ PY := .venv/bin/python
 MRCLAB := .venv/bin/mrclab
 LAB ?= scenarios/quickstart.yaml
 
-.PHONY: build paper paper-quick setup venv lab test unit lint typecheck integration bench clean check fresh-test screenshots vm-setup vm-build vm-test vagrant-setup vagrant-box vagrant-test
+.PHONY: proto build paper paper-quick setup venv lab test unit lint typecheck integration bench clean check fresh-test screenshots vm-setup vm-build vm-test vagrant-setup vagrant-box vagrant-test
 
 setup:
 	@bash vagrant/provision.sh
@@ -26,6 +26,10 @@ test: setup lint typecheck
 	$(PY) -c 'from mrclab.build import running; print("transport build:", running())'
 	$(PY) -m pytest -q tests
 	MRCLAB_PURE=1 $(PY) -m pytest -q $(BOTH_BUILDS)
+
+# the Chakra trace schema's Python classes (committed; tests/unit/test_trace_proto.py fails when they are stale)
+proto:
+	protoc --proto_path=. --python_out=. --pyi_out=. mrclab/trace/et_def.proto
 
 # the transport compiled in place, when missing or older than its sources (setup does it too)
 build: setup

@@ -21,12 +21,14 @@ from .actions import ACTIONS, clears_target
 from .addressing import conn_hosts, conn_id
 from .agent.messages import Completed, Delivered, EvChanged, Failed, NicChanged, Report, Stats
 from .agents import Agents
+from .driver import Driver
 from .metrics import avoid
 from .metrics.outcome import Bins, Delivery, EvChange, Fired, MessageKey, NicChange, Outcome, Step, Unfired
 from .progress import Progress
+from .replay import Replay
 from .routing import ROUTINGS
 from .spec import Scenario, Workload
-from .workload import Transfer, ideal_step_seconds, step_transfers
+from .workload import ideal_step_seconds, step_transfers
 from .workload.trace_plan import replay_pairs
 
 log = logging.getLogger("mrclab.runner")  # runner.log names the run's lines alike, wherever they come from
@@ -73,41 +75,6 @@ class _OpenCut:
     index: int
     t_mono: float
     sent: dict
-
-
-class Driver:
-    """One workload's sending: what it posts and when it is over. ``index`` is its place in the scenario."""
-
-    def __init__(self, ex: Execution, index: int, qp_base: int) -> None:
-        self.ex, self.index, self.qp_base = ex, index, qp_base
-        self.w = ex.s.workloads[index]
-        self.done = False
-
-    def post(self, src: str, dst: str, msg: int, size: int, qp: int) -> MessageKey:
-        topo, o = self.ex.topo, self.ex.outcome
-        peer = topo.host_index(dst)
-        key = MessageKey(conn_id(topo.host_index(src), peer, self.qp_base + qp), msg)
-        o.post(key, size, self.ex.clock(), self.index)
-        self.ex.agents.post(src, conn=key.conn, peer=peer, msg=msg, size=size)
-        return key
-
-    def post_transfers(self, transfers: list[Transfer], msg: int) -> set[MessageKey]:
-        """Each transfer as message ``msg`` of its pair, split evenly over the pair's QPs (empty shares skipped)."""
-        n, keys = self.w.connections, set()
-        for t in transfers:
-            share, extra = divmod(t.size, n)
-            for qp in range(n):
-                if share + (qp < extra):
-                    keys.add(self.post(t.src, t.dst, msg, share + (qp < extra), qp))
-        return keys
-
-    def start(self) -> None:
-        raise NotImplementedError
-
-    def advance(self, finished: MessageKey | None) -> None:
-        """After events: ``finished`` is a message of this workload that just completed or failed (None: a
-        poll went by)."""
-        raise NotImplementedError
 
 
 class _Collective(Driver):
@@ -185,9 +152,8 @@ class _Stream(Driver):
 
 
 def driver_of(w: Workload) -> type[Driver]:
-    """The driver of a workload: a trace's replay (`replay`), a stream, or a collective's steps."""
+    """The driver of a workload: a trace's replay, a stream, or a collective's steps."""
     if w.trace is not None:
-        from .replay import Replay  # it builds on Driver
         return Replay
     return _Stream if w.stream else _Collective
 

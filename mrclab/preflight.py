@@ -12,8 +12,7 @@ from typing import Any
 from . import timeline
 from .errors import UsageError
 from .spec import Scenario
-from .workload import ideal_step_seconds, step_transfers
-from .workload import trace_plan
+from .workload import ideal_step_seconds, step_transfers, trace_plan
 
 SLOWEST_FRACTION = 0.1
 

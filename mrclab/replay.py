@@ -1,4 +1,4 @@
-"""A trace's replay: the driver of a `trace` workload (execution.Driver).
+"""A trace's replay: the driver of a `trace` workload (driver.Driver).
 
 Each iteration runs the whole graph of ops (trace.graph) from scratch, as the trace's iteration ran it: an op
 starts as soon as every op it depends on is done. A compute op holds its rank for its duration as replayed (a
@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
-from .execution import Driver
+from .driver import Driver
 from .metrics.outcome import MessageKey, Span, Step
 from .metrics.records import Records
 from .timeline import step_actions

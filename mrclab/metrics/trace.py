@@ -69,8 +69,9 @@ def figures(w: Workload, index: int, scenario: Scenario, outcome: Outcome) -> di
                 for rank in op.ranks:
                     comm[rank].append((s.start_s, s.end_s))
         busiest = max(compute.values(), default=0.0)
+        exposed = max(step.duration_s - busiest, 0.0)
         iterations.append({"index": step.index, "start_s": step.start_s, "time_s": step.duration_s,
-                           "compute_s": round(busiest, 6), "communication_s": round(max(step.duration_s - busiest, 0), 6),
+                           "compute_s": round(busiest, 6), "communication_s": round(exposed, 6),
                            "comm_busy_s": round(max((_union(v) for v in comm.values()), default=0.0), 6),
                            "ideal_s": round(step.ideal_s, 6)})
     collectives = []

@@ -23,6 +23,7 @@ from ..shipped import folder
 from ..transport.config import validate_options
 from ..units import format_rate, format_size, rate_bps, seconds, size_bytes
 from . import topology as topology_mod
+from . import trace as trace_mod
 from .reader import (
     Reader,
     boolean,
@@ -36,7 +37,6 @@ from .reader import (
     text,
 )
 from .topology import Topology
-from . import trace as trace_mod
 from .trace import TRACE, TRACE_KEYS, TraceSpec
 
 SCENARIO_DIR = folder("scenarios")

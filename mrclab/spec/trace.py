@@ -162,7 +162,8 @@ def _algorithms(w: Reader) -> tuple[tuple[str, str], ...]:
             w.fail(w.key("algorithm"), f"{short(value)} is not one of: {', '.join(ALGORITHMS)}")
         return (("default", value),)
     if not isinstance(value, dict):
-        w.fail(w.key("algorithm"), f"expected ring, direct or a mapping like {{all_reduce: direct}}, got {short(value)}")
+        w.fail(w.key("algorithm"), f"expected ring, direct or a mapping like {{all_reduce: direct}}, got "
+                                   f"{short(value)}")
     out = {}
     for comm, algorithm in value.items():
         name = str(comm).upper()

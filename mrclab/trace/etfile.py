@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
 from . import et_def_pb2 as pb
 
@@ -173,7 +173,8 @@ def encode(version: str, metadata: dict, nodes: Iterable[pb.Node]) -> bytes:
     """A whole ET file: the metadata message, then each node, each behind its varint length."""
     meta = pb.GlobalMetadata(version=version, attr=[attribute(k, v) for k, v in metadata.items()])
     out = bytearray()
-    for message in (meta, *nodes):
+    ordered: list[Message] = [meta, *nodes]
+    for message in ordered:
         payload = message.SerializeToString()
         out += _prefix(len(payload)) + payload
     return bytes(out)

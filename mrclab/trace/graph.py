@@ -22,6 +22,7 @@ receive.
 from __future__ import annotations
 
 import glob
+import math
 import re
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
@@ -168,129 +169,155 @@ def _members(key: str, ranks: int, dims: tuple[int, ...] | None, seen: set[int])
 
 
 def build(files: list[EtFile], source: str, dims: tuple[int, ...] | None = None) -> Trace:
-    ranks = len(files)
-    if dims is not None:
-        product = 1
-        for d in dims:
-            product *= d
-        if product != ranks:
-            raise TraceError(f"{source}: dims {'x'.join(map(str, dims))} make {product} ranks, the trace has {ranks}")
-    by_id: list[dict[int, RawNode]] = []
-    for f in files:
-        nodes: dict[int, RawNode] = {}
-        for node in f.nodes:
-            if node.id in nodes:
-                raise TraceError(f"{f.path}: node {node.id}: id: used by an earlier node of this file")
-            nodes[node.id] = node
-        for node in f.nodes:
-            for name in ("data_deps", "ctrl_deps"):
-                for dep in getattr(node, name):
-                    if dep not in nodes:
-                        raise TraceError(f"{f.path}: node {node.id}: {name}: node {dep} is not in this file")
-        by_id.append(nodes)
+    if dims is not None and math.prod(dims) != len(files):
+        raise TraceError(f"{source}: dims {'x'.join(map(str, dims))} make {math.prod(dims)} ranks, the trace has "
+                         f"{len(files)}")
+    b = _Builder(files, dims)
+    b.classify()
+    b.collectives()
+    b.point_to_point()
+    return b.link(source)
 
-    op_of: dict[tuple[int, int], int] = {}
-    ops: list[dict] = []
 
-    def new_op(kind: str, **fields) -> int:
-        ops.append({"kind": kind, "nodes": [], **fields})
-        return len(ops) - 1
+class _Builder:
+    """The ops of a job as they are made: ``op_of`` maps every (rank, node id) to its op."""
 
-    # collectives per communicator, and sends/recvs per (src, dst, tag), in each file's order
-    issued: dict[str, dict[int, list[tuple[RawNode, str]]]] = defaultdict(lambda: defaultdict(list))
-    sends: dict[tuple[int, int, int], list[RawNode]] = defaultdict(list)
-    recvs: dict[tuple[int, int, int], list[RawNode]] = defaultdict(list)
-    for rank, f in enumerate(files):
-        for node in f.nodes:
-            if node.type == "COMP_NODE":
-                op_of[(rank, node.id)] = new_op(COMPUTE, name=node.name, ranks=(rank,),
-                                                duration_us=node.duration_micros)
-            elif node.type in NOOPS:
-                op_of[(rank, node.id)] = new_op(NOOP, name=node.name, ranks=(rank,))
-            elif node.type == "COMM_COLL_NODE":
-                comm = _comm_type(f, node)
-                issued[_group(f, node, rank, ranks, dims)][rank].append((node, comm))
-            elif node.type in ("COMM_SEND_NODE", "COMM_RECV_NODE"):
-                send = node.type == "COMM_SEND_NODE"
-                peer_field = "comm_dst" if send else "comm_src"
-                peer = _int_attr(f, node, peer_field)
-                if peer >= ranks or peer == rank:
-                    raise TraceError(f"{f.path}: node {node.id}: {peer_field}: rank {peer} is not another rank "
-                                     f"of this {ranks}-rank trace")
-                tag = _int_attr(f, node, "comm_tag", 0)
-                if send:
-                    _int_attr(f, node, "comm_size")
-                    sends[(rank, peer, tag)].append(node)
+    def __init__(self, files: list[EtFile], dims: tuple[int, ...] | None) -> None:
+        self.files, self.dims, self.ranks = files, dims, len(files)
+        self.by_id = [_index(f) for f in files]
+        self.op_of: dict[tuple[int, int], int] = {}
+        self.ops: list[dict] = []
+        self.groups: dict[str, tuple[int, ...]] = {}
+        # collectives per communicator and rank, sends and receives per (src, dst, tag), in each file's order
+        self.issued: dict[str, dict[int, list[tuple[RawNode, str]]]] = defaultdict(lambda: defaultdict(list))
+        self.sends: dict[tuple[int, int, int], list[RawNode]] = defaultdict(list)
+        self.recvs: dict[tuple[int, int, int], list[RawNode]] = defaultdict(list)
+
+    def new_op(self, kind: str, **fields) -> int:
+        self.ops.append({"kind": kind, "nodes": [], **fields})
+        return len(self.ops) - 1
+
+    def classify(self) -> None:
+        for rank, f in enumerate(self.files):
+            for node in f.nodes:
+                if node.type == "COMP_NODE":
+                    self.op_of[(rank, node.id)] = self.new_op(COMPUTE, name=node.name, ranks=(rank,),
+                                                              duration_us=node.duration_micros)
+                elif node.type in NOOPS:
+                    self.op_of[(rank, node.id)] = self.new_op(NOOP, name=node.name, ranks=(rank,))
+                elif node.type == "COMM_COLL_NODE":
+                    comm = _comm_type(f, node)
+                    self.issued[_group(f, node, rank, self.ranks, self.dims)][rank].append((node, comm))
+                elif node.type in ("COMM_SEND_NODE", "COMM_RECV_NODE"):
+                    self._p2p_node(f, rank, node)
                 else:
-                    recvs[(peer, rank, tag)].append(node)
-            else:
-                raise TraceError(f"{f.path}: node {node.id}: type: {node.type} is not a node type mrclab replays "
-                                 "(COMP_NODE, COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE, or a no-op: "
-                                 f"{', '.join(NOOPS)})")
+                    raise TraceError(f"{f.path}: node {node.id}: type: {node.type} is not a node type mrclab "
+                                     "replays (COMP_NODE, COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE, or a "
+                                     f"no-op: {', '.join(NOOPS)})")
+        if not self.op_of and not self.issued and not self.sends:
+            raise TraceError(f"{self.files[0].path}: no nodes: nothing to replay")
 
-    groups: dict[str, tuple[int, ...]] = {}
-    for key, per_rank in issued.items():
-        members = _members(key, ranks, dims, set(per_rank))
-        groups[key] = members
-        counts = {r: len(per_rank.get(r, [])) for r in members}
-        most = max(counts.values())
-        for r in members:
-            if counts[r] != most:
-                f = files[r]
-                other = next(m for m in members if counts[m] == most)
-                extra = per_rank[other][counts[r]][0]
-                raise TraceError(f"{f.path}: pg_name: rank {r} issues {counts[r]} collectives on communicator "
-                                 f"{key or '(every rank)'!r}, rank {other} {most} (its node {extra.id} has no "
-                                 "match here)")
-        for k in range(most):
-            first, comm = per_rank[members[0]][k]
-            for r in members[1:]:
-                node, other_comm = per_rank[r][k]
-                if other_comm != comm:
-                    raise TraceError(f"{files[r].path}: node {node.id}: comm_type: {other_comm}, but rank "
-                                     f"{members[0]}'s collective {k} on communicator {key or '(every rank)'!r} "
-                                     f"is {comm} (node {first.id})")
-            size = max(_int_attr(files[r], per_rank[r][k][0], "comm_size", 0 if comm == "BARRIER" else None)
-                       for r in members)
-            root = _int_attr(files[members[0]], first, "root", members[0]) if comm == "BROADCAST" else 0
-            if comm == "BROADCAST" and root not in members:
-                raise TraceError(f"{files[members[0]].path}: node {first.id}: root: rank {root} is not a member "
-                                 f"of communicator {key or '(every rank)'!r}")
-            index = new_op(COLLECTIVE, name=first.name, ranks=members, comm=comm, size=size, group=key, root=root)
+    def _p2p_node(self, f: EtFile, rank: int, node: RawNode) -> None:
+        send = node.type == "COMM_SEND_NODE"
+        peer_field = "comm_dst" if send else "comm_src"
+        peer = _int_attr(f, node, peer_field)
+        if peer >= self.ranks or peer == rank:
+            raise TraceError(f"{f.path}: node {node.id}: {peer_field}: rank {peer} is not another rank of this "
+                             f"{self.ranks}-rank trace")
+        tag = _int_attr(f, node, "comm_tag", 0)
+        if send:
+            _int_attr(f, node, "comm_size")
+            self.sends[(rank, peer, tag)].append(node)
+        else:
+            self.recvs[(peer, rank, tag)].append(node)
+
+    def collectives(self) -> None:
+        """The k-th collective of every member of a communicator is one op; members must agree on them."""
+        files = self.files
+        for key, per_rank in self.issued.items():
+            members = _members(key, self.ranks, self.dims, set(per_rank))
+            self.groups[key] = members
+            label = repr(key) if key else "(every rank)"
+            counts = {r: len(per_rank.get(r, [])) for r in members}
+            most = max(counts.values())
             for r in members:
-                op_of[(r, per_rank[r][k][0].id)] = index
+                if counts[r] != most:
+                    other = next(m for m in members if counts[m] == most)
+                    extra = per_rank[other][counts[r]][0]
+                    raise TraceError(f"{files[r].path}: pg_name: rank {r} issues {counts[r]} collectives on "
+                                     f"communicator {label}, rank {other} {most} (its node {extra.id} has no match "
+                                     "here)")
+            for k in range(most):
+                first, comm = per_rank[members[0]][k]
+                for r in members[1:]:
+                    node, other_comm = per_rank[r][k]
+                    if other_comm != comm:
+                        raise TraceError(f"{files[r].path}: node {node.id}: comm_type: {other_comm}, but rank "
+                                         f"{members[0]}'s collective {k} on communicator {label} is {comm} "
+                                         f"(node {first.id})")
+                size = max(_int_attr(files[r], per_rank[r][k][0], "comm_size", 0 if comm == "BARRIER" else None)
+                           for r in members)
+                root = _int_attr(files[members[0]], first, "root", members[0]) if comm == "BROADCAST" else 0
+                if comm == "BROADCAST" and root not in members:
+                    raise TraceError(f"{files[members[0]].path}: node {first.id}: root: rank {root} is not a "
+                                     f"member of communicator {label}")
+                index = self.new_op(COLLECTIVE, name=first.name, ranks=members, comm=comm, size=size, group=key,
+                                    root=root)
+                for r in members:
+                    self.op_of[(r, per_rank[r][k][0].id)] = index
 
-    for key in sorted(set(sends) | set(recvs)):
-        src, dst, tag = key
-        s, r = sends.get(key, []), recvs.get(key, [])
-        if len(s) != len(r):
-            rank, nodes, what = (src, s, "receive") if len(s) > len(r) else (dst, r, "send")
-            lone = nodes[min(len(s), len(r))]
-            raise TraceError(f"{files[rank].path}: node {lone.id}: {'comm_dst' if rank == src else 'comm_src'}: "
-                             f"no matching {what} on rank {dst if rank == src else src} (tag {tag})")
-        for send, recv in zip(s, r, strict=True):
-            index = new_op(P2P, name=send.name, ranks=(src, dst), comm="SEND_RECV",
-                           size=_int_attr(files[src], send, "comm_size"), group=f"{src}>{dst}")
-            op_of[(src, send.id)] = op_of[(dst, recv.id)] = index
+    def point_to_point(self) -> None:
+        """A send and the receive it meets (same source, destination and tag, in order) are one op."""
+        for key in sorted(set(self.sends) | set(self.recvs)):
+            src, dst, tag = key
+            s, r = self.sends.get(key, []), self.recvs.get(key, [])
+            if len(s) != len(r):
+                rank, nodes, what = (src, s, "receive") if len(s) > len(r) else (dst, r, "send")
+                lone = nodes[min(len(s), len(r))]
+                raise TraceError(f"{self.files[rank].path}: node {lone.id}: "
+                                 f"{'comm_dst' if rank == src else 'comm_src'}: no matching {what} on rank "
+                                 f"{dst if rank == src else src} (tag {tag})")
+            for send, recv in zip(s, r, strict=True):
+                index = self.new_op(P2P, name=send.name, ranks=(src, dst), comm="SEND_RECV",
+                                    size=_int_attr(self.files[src], send, "comm_size"), group=f"{src}>{dst}")
+                self.op_of[(src, send.id)] = self.op_of[(dst, recv.id)] = index
 
-    deps: list[set[int]] = [set() for _ in ops]
-    for (rank, node_id), index in op_of.items():
-        ops[index]["nodes"].append((rank, node_id))
-        node = by_id[rank][node_id]
-        for dep in (*node.data_deps, *node.ctrl_deps):
-            other = op_of[(rank, dep)]
-            if other != index:
-                deps[index].add(other)
-    order = _topological(deps)
-    if len(order) < len(ops):
-        raise _cycle(set(range(len(ops))) - set(order), ops, op_of, by_id, files)
-    renumber = {old: new for new, old in enumerate(order)}
-    out = tuple(Op(kind=ops[i]["kind"], name=ops[i]["name"], ranks=tuple(ops[i]["ranks"]),
-                   deps=tuple(sorted(renumber[d] for d in deps[i])), nodes=tuple(sorted(ops[i]["nodes"])),
-                   duration_us=ops[i].get("duration_us", 0), comm=ops[i].get("comm", ""),
-                   size=ops[i].get("size", 0), group=ops[i].get("group", ""), root=ops[i].get("root", 0))
-                for i in order)
-    return Trace(source, tuple(f.path for f in files), out, groups)
+    def link(self, source: str) -> Trace:
+        """The ops' dependencies, in an order where each op follows them; a cycle is an error."""
+        ops = self.ops
+        deps: list[set[int]] = [set() for _ in ops]
+        for (rank, node_id), index in self.op_of.items():
+            ops[index]["nodes"].append((rank, node_id))
+            node = self.by_id[rank][node_id]
+            for dep in (*node.data_deps, *node.ctrl_deps):
+                other = self.op_of[(rank, dep)]
+                if other != index:
+                    deps[index].add(other)
+        order = _topological(deps)
+        if len(order) < len(ops):
+            raise _cycle(set(range(len(ops))) - set(order), ops, self.op_of, self.by_id, self.files)
+        renumber = {old: new for new, old in enumerate(order)}
+        out = tuple(Op(kind=ops[i]["kind"], name=ops[i]["name"], ranks=tuple(ops[i]["ranks"]),
+                       deps=tuple(sorted(renumber[d] for d in deps[i])), nodes=tuple(sorted(ops[i]["nodes"])),
+                       duration_us=ops[i].get("duration_us", 0), comm=ops[i].get("comm", ""),
+                       size=ops[i].get("size", 0), group=ops[i].get("group", ""), root=ops[i].get("root", 0))
+                    for i in order)
+        return Trace(source, tuple(f.path for f in self.files), out, self.groups)
+
+
+def _index(f: EtFile) -> dict[int, RawNode]:
+    """A file's nodes by id: ids unique, every dependency on a node of the file."""
+    nodes: dict[int, RawNode] = {}
+    for node in f.nodes:
+        if node.id in nodes:
+            raise TraceError(f"{f.path}: node {node.id}: id: used by an earlier node of this file")
+        nodes[node.id] = node
+    for node in f.nodes:
+        for name in ("data_deps", "ctrl_deps"):
+            for dep in getattr(node, name):
+                if dep not in nodes:
+                    raise TraceError(f"{f.path}: node {node.id}: {name}: node {dep} is not in this file")
+    return nodes
 
 
 def _topological(deps: list[set[int]]) -> list[int]:

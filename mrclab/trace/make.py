@@ -59,7 +59,7 @@ class _Rank:
     def __init__(self) -> None:
         self.nodes: list[pb.Node] = []
 
-    def add(self, kind: int, name: str, data: tuple[int, ...] = (), ctrl: tuple[int, ...] = (),
+    def add(self, kind: pb.NodeType, name: str, data: tuple[int, ...] = (), ctrl: tuple[int, ...] = (),
             duration_us: int = 0, **attrs) -> int:
         node = pb.Node(id=len(self.nodes), name=name, type=kind, data_deps=[d for d in data if d >= 0],
                        ctrl_deps=[c for c in ctrl if c >= 0], duration_micros=duration_us,
@@ -70,7 +70,7 @@ class _Rank:
     def compute(self, name: str, us: int, after: tuple[int, ...] = ()) -> int:
         return self.add(pb.COMP_NODE, name, data=after, duration_us=us, is_cpu_op=False)
 
-    def coll(self, name: str, comm: int, size: int, pg: str, after: tuple[int, ...] = ()) -> int:
+    def coll(self, name: str, comm: pb.CollectiveCommType, size: int, pg: str, after: tuple[int, ...] = ()) -> int:
         return self.add(pb.COMM_COLL_NODE, name, data=after, comm_type=comm, comm_size=size, pg_name=pg,
                         is_cpu_op=False)
 

@@ -6,13 +6,14 @@ placement keeps rack by rack), so a ring's neighbours share a leaf wherever the 
 
 | collective | ring | direct |
 |---|---|---|
-| ALL_REDUCE | a reduce-scatter phase, then an all-gather phase, each member sending (n-1)/n of the buffer to the next | both phases with every member sending 1/n of the buffer to every other |
+| ALL_REDUCE | a reduce-scatter phase, then an all-gather phase | both phases, direct |
 | ALL_GATHER, REDUCE_SCATTER | one ring phase | one direct phase |
 | ALL_TO_ALL | (point to point, as NCCL does it) one direct phase | one direct phase |
 | BROADCAST | the buffer down a chain from the root (pipelined: one phase) | the root to every other member |
 | BARRIER | an all-reduce of `BARRIER_BYTES` | its direct form |
 | SEND_RECV | the buffer from the sender to the receiver | the same |
 
+In a ring phase each member sends (n-1)/n of the buffer to the next; in a direct phase 1/n of it to every other.
 A ring phase carries each member's whole share as one transfer: NCCL pipelines its chunks round the ring, so a
 phase lasts as long as its slowest hop.
 """
