@@ -30,6 +30,8 @@ FIGURES: dict[str, Callable[[dict], Any]] = {
     "goodput_bps": lambda d: d["summary"]["goodput_bps"],
     "step_time_p50_s": lambda d: d["summary"]["step_time_s"]["p50"],
     "step_time_p100_s": lambda d: d["summary"]["step_time_s"]["p100"],
+    "iteration_time_p50_s": lambda d: d["summary"]["iteration_time_s"]["p50"],  # a trace's
+    "iteration_time_p100_s": lambda d: d["summary"]["iteration_time_s"]["p100"],
     "failed_messages": lambda d: d["summary"]["messages"]["failed"],
     "trimmed": lambda d: d["summary"]["packets"]["trimmed"],
     "timeouts": lambda d: d["summary"]["packets"]["timeouts"],
@@ -37,8 +39,21 @@ FIGURES: dict[str, Callable[[dict], Any]] = {
     "fidelity_ok": lambda d: d["fidelity"]["ok"],
 }
 """The figures of runs.csv, each read off one results.json (None where the run measured none)."""
-SUMMARIZED = ("goodput_fraction", "goodput_bps", "step_time_p50_s", "step_time_p100_s", "failed_messages")
+SUMMARIZED = ("goodput_fraction", "goodput_bps", "step_time_p50_s", "step_time_p100_s", "iteration_time_p50_s",
+              "iteration_time_p100_s", "failed_messages")
 """The figures summary.csv gives a median and a 95% interval of, per point."""
+
+
+def split_values(text: str) -> list[str]:
+    """``V1,V2,...`` split at the commas outside brackets and braces, so a value may be a YAML list or mapping
+    (``events=[],[{at_step: 1, action: switch_down, target: p0s1}]``)."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"[": 1, "{": 1, "]": -1, "}": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    return [*out, text[start:]]
 
 
 @dataclass(frozen=True)
@@ -57,7 +72,7 @@ class Grid:
                 raise UsageError(f"--grid {short(item)}: expected KEY=V1,V2,... with a dotted scenario key")
             if any(k == key for k, _ in axes):
                 raise UsageError(f"--grid {key}: given twice")
-            parsed = tuple(parse_yaml(v.strip(), f"--grid {key}") for v in values.split(","))
+            parsed = tuple(parse_yaml(v.strip(), f"--grid {key}") for v in split_values(values))
             if len(set(map(repr, parsed))) != len(parsed):
                 raise UsageError(f"--grid {key}: a value is listed twice")
             axes.append((key, parsed))

@@ -79,3 +79,9 @@ def test_the_interval_holds_the_median_and_narrows_with_agreeing_runs():
     assert median == 0.84 and low < median < high and high - low <= 0.08
     assert interval([0.5]) == (0.5, 0.5, 0.5)
     assert interval([0.84] * 5) == (0.84, 0.84, 0.84)
+
+
+def test_a_grid_value_may_be_a_yaml_list_or_mapping():
+    grid = Grid.parse(["events=[],[{at_step: 1, action: switch_down, target: p0s1}]", "transport=mrc,single-path"])
+    assert grid.axes[0] == ("events", ([], [{"at_step": 1, "action": "switch_down", "target": "p0s1"}]))
+    assert len(grid.points()) == 4
