@@ -1,4 +1,4 @@
-"""The shipped topologies and scenarios travel inside the package (mrclab/shipped/), so an installed
+"""The shipped topologies, scenarios and traces travel inside the package (mrclab/shipped/), so an installed
 mrclab finds them with no checkout; a checkout uses its own folders (mrclab/shipped.py).
 
 The transport is compiled with mypyc, and the agent's batched datagram I/O (mrclab/agent/_batchio.c) with the

@@ -1,4 +1,4 @@
-"""An installed mrclab (a wheel, no checkout) finds its shipped topologies and scenarios from any folder."""
+"""An installed mrclab (a wheel, no checkout) finds its shipped topologies, scenarios and traces from any folder."""
 from __future__ import annotations
 
 import json
@@ -41,3 +41,9 @@ def test_wheel_runs_without_a_checkout(tmp_path):
                             check=False)
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout.strip() == str(site / "mrclab" / "shipped" / "topologies" / "clos-2p-2l-2s.yaml")
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from mrclab.spec import scenario"
+            "; s = scenario.load('trace-moe'); print(s.workload.trace.trace.files[0])")
+    traced = subprocess.run([sys.executable, "-c", code, str(site)], cwd=elsewhere, capture_output=True, text=True,
+                            check=False)
+    assert traced.returncode == 0, traced.stderr
+    assert traced.stdout.strip() == str(site / "mrclab" / "shipped" / "traces" / "moe-4" / "moe.0.et")
