@@ -303,3 +303,35 @@ def test_a_replay_on_the_simulator_reports_iterations_and_collectives(tmp_path):
     assert doc["summary"]["bytes"]["verified"] == doc["summary"]["bytes"]["delivered"] > 0
     spans = w["trace"]["spans"]
     assert len(spans["op"]) == 3 * len(w["trace"]["ops"])
+
+
+def test_the_replay_follows_the_dependencies_in_simulated_time(tmp_path):
+    """The hand-made fixture on the simulator: each rank computes 25 ms (250 us x 100), then the all-reduce,
+    then the send/recv; ranks on two leaves of one 8 Mbit plane, so every op's time is known."""
+    from mrclab import runner
+
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    _fixture(trace)
+    spec = scenario_mod.from_mapping({
+        "topology": {"name": "t", "planes": 1, "leaves": 2, "spines": 1, "hosts_per_leaf": 1,
+                     "links": {"host_rate": "8Mbit", "fabric_rate": "8Mbit"}},
+        "engine": "sim", "workload": {"pattern": "trace", "path": str(trace), "compute": "scale 100",
+                                      "size_scale": 0.125, "iterations": 2}}, "t.yaml")
+    doc = runner.run_scenario(spec, tmp_path / "run")
+    w = doc["workloads"][0]
+    ops = w["trace"]["ops"]
+    assert [(o["kind"], o["comm"]) for o in ops] == [("compute", ""), ("compute", ""), ("collective", "ALL_REDUCE"),
+                                                      ("p2p", "SEND_RECV")]
+    spans = w["trace"]["spans"]
+    first = {op: (start, end) for it, op, start, end in zip(*(spans[k] for k in ("iteration", "op", "start_s",
+                                                                                 "end_s")), strict=True) if it == 0}
+    assert first[0] == (0.0, 0.025) and first[1] == (0.0, 0.025)  # both ranks compute at once
+    assert first[2][0] == 0.025 and first[3][0] == first[2][1]  # the all-reduce after both, the send after it
+    # the all-reduce: 128 KiB a rank, two ring phases of half of it each way at 8 Mbit: at least 2 x 65 ms
+    assert first[2][1] - first[2][0] >= 2 * 65536 * 8 / 8e6
+    it0, it1 = w["iterations"]
+    assert it1["start_s"] >= it0["start_s"] + it0["time_s"] and it0["compute_s"] == 0.025
+    assert it0["time_s"] == pytest.approx(first[3][1], abs=1e-6)
+    p2p = [c for c in w["collectives"] if c["comm"] == "SEND_RECV"]
+    assert len(p2p) == 2 and p2p[0]["bytes"] == 512 and p2p[0]["algorithm"] == "p2p"
