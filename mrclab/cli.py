@@ -31,8 +31,8 @@ from .placements import DEFAULT as PLACEMENT_DEFAULT
 from .placements import PLACEMENTS
 from .spec import topology as topology_mod
 from .spec.cluster import MAX_SERVERS
+from .spec.keys import DATAPATHS
 from .spec.reader import one_line
-from .spec.scenario import DATAPATHS
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
