@@ -31,8 +31,8 @@ from .placements import DEFAULT as PLACEMENT_DEFAULT
 from .placements import PLACEMENTS
 from .spec import topology as topology_mod
 from .spec.cluster import MAX_SERVERS
+from .spec.keys import DATAPATHS
 from .spec.reader import one_line
-from .spec.scenario import DATAPATHS
 from .trace import make as trace_make
 
 out = Console(highlight=False)

@@ -35,6 +35,11 @@ def _parse(value, table: dict, what: str, default_unit: str | None) -> float:
     return number * table[unit]
 
 
+def tables() -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """The units sizes, rates and durations take (lower case; "" is a bare number), each to its scale."""
+    return dict(_SIZE), dict(_RATE), dict(_TIME)
+
+
 def _example(what: str) -> str:
     return {"size": "64KiB", "rate": "100Mbit", "duration": "3s"}[what]
 

@@ -7,11 +7,12 @@ expands to gigabytes), no duplicate keys (YAML would keep the last silently), at
 """
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import reprlib
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -163,6 +164,12 @@ class Reader:
         except (ValueError, TypeError, OverflowError) as exc:
             self.fail(self.key(name), str(exc))
 
+    def read(self, row: Any, default: Any = None, what: str = "") -> Any:
+        """A key through its row of `spec.keys`: the row's converter and default (or `default`, when the loader
+        computes it), `what` saying what a required key takes."""
+        return self.get(row.name, row.kind.convert, row.value if default is None else default,
+                        what or row.kind.what)
+
     def choice(self, name: str, allowed: tuple[str, ...], default: Any = ...) -> str:
         def check(value):
             if value not in allowed:
@@ -174,11 +181,28 @@ class Reader:
         self.seen.add(name)
         return Reader(self.data.get(name), self.source, f"{self.key(name)}.")
 
+    def only(self, allowed: tuple[str, ...]) -> None:
+        """Refuse a key not in `allowed` before any is read, so a misspelt key is named as such rather than as
+        the key it was meant to be, missing."""
+        unknown = [k for k in self.data if k not in allowed]
+        if unknown:
+            self.unknown(unknown[0], allowed)
+
     def done(self, allowed: tuple[str, ...] | None = None) -> None:
         unknown = [k for k in self.data if k not in self.seen]
         if unknown:
-            known = ", ".join(sorted(allowed or self.seen))
-            self.fail(self.key(str(unknown[0])), f"unknown key; allowed: {known}")
+            self.unknown(unknown[0], allowed or tuple(self.seen))
+
+    def unknown(self, key: Any, allowed: tuple[str, ...]) -> NoReturn:
+        close = suggest(key, allowed)
+        hint = f" (did you mean {close}?)" if close else ""
+        self.fail(self.key(str(key)), f"unknown key{hint}; allowed: {', '.join(sorted(allowed))}")
+
+
+def suggest(word: Any, choices: Iterable[str]) -> str | None:
+    """The closest of `choices` to a mistyped `word`, if one is close enough to be what was meant."""
+    matches = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
+    return matches[0] if matches else None
 
 
 def integer(low: int, high: int | None = None) -> Callable[[Any], int]:

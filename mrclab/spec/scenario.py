@@ -1,6 +1,6 @@
 """Scenario files -> a frozen `Scenario`, every default filled in and every name checked against the fabric.
 
-All defaults live in `DEFAULTS` below; the resolved scenario written into a run's
+Every key, its default included, is a row of `keys.SCENARIO`; the resolved scenario written into a run's
 directory is `Scenario.to_dict()`, so a reader always sees the values that ran.
 """
 from __future__ import annotations
@@ -16,62 +16,28 @@ from typing import Any
 import yaml
 
 from .. import engines, transports
-from .. import routing as routing_mod
 from ..actions import ACTIONS, LINK, SWITCH
 from ..errors import UsageError
 from ..shipped import folder
 from ..transport.config import validate_options
-from ..units import format_rate, format_size, rate_bps, seconds, size_bytes
+from ..units import format_rate, format_size
 from . import topology as topology_mod
 from . import trace as trace_mod
-from .reader import (
-    Reader,
-    boolean,
-    clip,
-    integer,
-    is_file,
-    load_yaml,
-    number,
-    parse_yaml,
-    short,
-    text,
-)
+from .keys import CAPTURE_SETS, MAX_CONNECTIONS, NAME, SCENARIO, STREAM, TRACE
+from .reader import Reader, clip, is_file, load_yaml, parse_yaml, short, suggest
 from .topology import Topology
-from .trace import TRACE, TRACE_KEYS, TraceSpec
+from .trace import TraceSpec
 
 SCENARIO_DIR = folder("scenarios")
 
-DATAPATHS = ("auto", "ovs", "linux")  # the rows of fabric.datapath, and `auto`
-STREAM = "stream"
-PATTERNS = ("ring-allreduce", "all-to-all", "incast", "permutation", STREAM, TRACE)
-MAX_CONNECTIONS = 64  # QPs per pair (the paper scales RoCE to 16)
-WORKLOAD_EXPECTATIONS = ("failed_messages", "min_goodput_bps", "min_bin_fraction")
-WORKLOAD_KEYS = ("name", "pattern", "connections", "expect", "transport", "transport_options")
-NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")  # a scenario name becomes a directory name
-MAX_SEED = (1 << 63) - 1
 MIN_RATE_BPS = 1000
 MAX_TIMELINE_ACTIONS = 10000  # a flap of 10 ms for 50 s; more is no experiment a 2-core lab can keep time for
-CAPTURE_SETS = ("off", "hosts", "switches", "all")
-CAPTURE_PACKETS = ("headers", "full")
-EXPECTATIONS = ("failed_messages", "max_step_time_ratio", "min_goodput_fraction", "max_avoid_s",
-                "max_step_time_s", "flow_mods_after_boot", "fidelity_ok")
-
-DEFAULTS: dict[str, Any] = {
-    "description": "",
-    "transport": transports.DEFAULT,
-    "routing": routing_mod.DEFAULT,
-    "datapath": "auto",
-    "engine": engines.DEFAULT,
-    "seed": 1,
-    "duration_limit": "60s",
-    "workload": {"hosts": "all", "message": "1MiB", "steps": 10, "connections": 1},
-    "stream": {"message": "64KiB", "duration": "5s", "bin": "100ms", "bidirectional": False},
-    "events": [],
-    "transport_options": {},
-    "routing_options": {"convergence_delay": "2s"},
-    "expect": {},
-    "capture": {"interfaces": "off", "packets": "headers"},
-}
+WORKLOAD = SCENARIO.section("workload")
+EVENT = SCENARIO.section("events")
+EXPECT = SCENARIO.section("expect")
+WORKLOAD_EXPECT = WORKLOAD.section("expect")
+CAPTURE = SCENARIO.section("capture")
+ROUTING_OPTIONS = SCENARIO.section("routing_options")
 
 
 @dataclass(frozen=True)
@@ -259,13 +225,23 @@ def apply_overrides(data: dict, overrides: list[str], source: str) -> dict:
 def load(ref: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     path = resolve_path(str(ref))
     if not is_file(path):
-        raise UsageError(f"{clip(path)}: no such scenario file")
+        close = suggest(ref, shipped()) if path.parent == SCENARIO_DIR else None
+        raise UsageError(f"{clip(path)}: no such scenario file" + (f" (did you mean {close}?)" if close else "")
+                         + f"; shipped: {', '.join(shipped())} (`mrclab list`)")
     data = load_yaml(path, "scenario file")
     if not isinstance(data, dict):
         raise UsageError(f"{path}: (top level): must be a mapping of scenario keys")
     if "capture" in data and not isinstance(data["capture"], dict):  # the shorthand, so that --set capture.X works
         data["capture"] = {"interfaces": data["capture"]}
+    if isinstance(data.get("topology"), str) and any(o.partition("=")[0].strip().startswith("topology.")
+                                                     for o in overrides):
+        data["topology"] = _topology_data(data["topology"], str(path))  # so that --set topology.X reaches it
     return from_mapping(apply_overrides(data, list(overrides), str(path)), str(path), default_name=path.stem)
+
+
+def shipped() -> list[str]:
+    """The shipped scenarios' names."""
+    return sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
 
 
 def _topology(r: Reader, source: str, engine: str) -> Topology:
@@ -276,16 +252,32 @@ def _topology(r: Reader, source: str, engine: str) -> Topology:
         return topology_mod.from_mapping(ref, f"{source}: topology", default_name="inline", engine=engine)
     if not isinstance(ref, str):
         r.fail("topology", f"expected a file stem, a path or a mapping, got {ref!r}")
+    path = _topology_file(ref, source)
+    try:
+        return topology_mod.load(path, engine=engine)
+    except UsageError as exc:
+        r.fail("topology", str(exc))
+
+
+def _topology_file(ref: str, source: str) -> Path:
+    """The file a scenario's `topology: NAME` names: a shipped one, a path, or a file beside the scenario."""
     path = topology_mod.resolve_path(ref)
     if not path.is_absolute() and not is_file(path) and source:
         beside = Path(source).parent / ref
         path = beside if is_file(beside) else path
     if not is_file(path):
-        r.fail("topology", f"no topology {short(ref)} (shipped: {', '.join(topology_mod.shipped())})")
-    try:
-        return topology_mod.load(path, engine=engine)
-    except UsageError as exc:
-        r.fail("topology", str(exc))
+        raise UsageError(f"{source}: topology: no topology {short(ref)}{topology_mod.did_you_mean(ref)} "
+                         f"(shipped: {', '.join(topology_mod.shipped())})")
+    return path
+
+
+def _topology_data(ref: str, source: str) -> dict:
+    """A named topology's file as a mapping, its name kept, for `--set topology.KEY=VALUE` to change."""
+    path = _topology_file(ref, source)
+    data = load_yaml(path, "topology file")
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: (top level): must be a mapping of topology keys")
+    return {"name": path.stem, **data}
 
 
 def _hosts(r: Reader, name: str, topo: Topology, default: Any) -> tuple[str, ...]:
@@ -324,14 +316,15 @@ def _workloads(r: Reader, topo: Topology, seed: int, transport: str) -> tuple[Wo
 
 
 def _workload(w: Reader, topo: Topology, seed: int, where: str, default_transport: str) -> Workload:
-    d = DEFAULTS["workload"]
-    pattern = w.choice("pattern", PATTERNS)
-    name = w.get("name", text, pattern if where == "workload" else f"{pattern}-{where[len('workloads['):-1]}")
+    w.only(WORKLOAD.names())
+    pattern = w.read(WORKLOAD["pattern"])
+    w.only(WORKLOAD.names(pattern))
+    name = w.read(WORKLOAD["name"], pattern if where == "workload" else f"{pattern}-{where[len('workloads['):-1]}")
     if not NAME.fullmatch(name):
         w.fail(w.key("name"), f"{short(name)} must be 1 to 64 of A-Z a-z 0-9 . _ -")
-    connections = w.get("connections", integer(1, MAX_CONNECTIONS), d["connections"])
+    connections = w.read(WORKLOAD["connections"])
     expect = _workload_expect(w.sub("expect"))
-    transport = w.choice("transport", tuple(transports.TRANSPORTS), "")
+    transport = w.read(WORKLOAD["transport"], "")
     own = transports.TRANSPORTS[transport or default_transport]
     if transport and not own.shares_datapath(transports.TRANSPORTS[default_transport]):
         w.fail(w.key("transport"), f"{transport} cannot run beside the scenario's {default_transport}: a run's "
@@ -343,18 +336,18 @@ def _workload(w: Reader, topo: Topology, seed: int, where: str, default_transpor
         return _stream(w, topo, seed, **common)
     if pattern == TRACE:
         spec = trace_mod.read(w, topo)
-        w.done(WORKLOAD_KEYS + TRACE_KEYS)
+        w.done(WORKLOAD.names(TRACE))
         hosts = tuple(h for h in topo.host_names if h in spec.hosts)
         return Workload(TRACE, hosts, 0, spec.iterations, trace=spec, **common)
-    hosts = _hosts(w, "hosts", topo, d["hosts"])
-    message = w.get("message", size_bytes, size_bytes(d["message"]))
+    hosts = _hosts(w, "hosts", topo, WORKLOAD["hosts"].default)
+    message = w.read(WORKLOAD.row("message", pattern))
     if not connections <= message <= 1 << 30:
         w.fail(w.key("message"), f"must be between {connections} byte(s) (one per connection) and 1GiB, got {message}")
-    steps = w.get("steps", integer(1, 100000), d["steps"])
+    steps = w.read(WORKLOAD["steps"])
     receiver: str | None = None
     senders: tuple[str, ...] = ()
     if pattern == "incast":
-        receiver = w.get("receiver", text, hosts[0])
+        receiver = w.read(WORKLOAD["receiver"], hosts[0])
         if receiver not in hosts:
             w.fail(w.key("receiver"), f"{short(receiver)} is not one of the workload's hosts")
         senders = _hosts(w, "senders", topo, [h for h in hosts if h != receiver])
@@ -362,7 +355,7 @@ def _workload(w: Reader, topo: Topology, seed: int, where: str, default_transpor
             w.fail(w.key("senders"), "the receiver cannot also be a sender")
     if len(hosts) < 2:
         w.fail(w.key("hosts"), "a collective needs at least 2 hosts")
-    w.done(WORKLOAD_KEYS + ("hosts", "message", "steps") + (("receiver", "senders") if pattern == "incast" else ()))
+    w.done(WORKLOAD.names(pattern))
     return Workload(pattern, hosts, message, steps, receiver, tuple(senders), **common)
 
 
@@ -378,27 +371,26 @@ def derangement(hosts: tuple[str, ...], rng: random.Random) -> list[str]:
 
 def _stream(w: Reader, topo: Topology, seed: int, **common: Any) -> Workload:
     """A stream's pairs are listed, or made from `hosts` by a seeded derangement (a permutation's first step)."""
-    d = DEFAULTS["stream"]
     if w.has("pairs") and w.has("hosts"):
         w.fail(w.key("pairs"), "give `pairs` or `hosts` (paired by a seeded permutation), not both")
     if w.has("pairs"):
         pairs = _pairs(w, topo)
     else:
-        hosts = _hosts(w, "hosts", topo, DEFAULTS["workload"]["hosts"])
+        hosts = _hosts(w, "hosts", topo, WORKLOAD["hosts"].default)
         if len(hosts) < 2:
             w.fail(w.key("hosts"), "a stream needs at least 2 hosts")
         pairs = tuple(zip(hosts, derangement(hosts, random.Random(f"{seed}:0")), strict=True))
-    message = w.get("message", size_bytes, size_bytes(d["message"]))
+    message = w.read(WORKLOAD.row("message", STREAM))
     if not 1 <= message <= 64 << 20:
         w.fail(w.key("message"), f"must be between 1 byte and 64MiB (one transfer of the stream), got {message}")
-    duration = w.get("duration", seconds, seconds(d["duration"]))
+    duration = w.read(WORKLOAD["duration"])
     if not 0 < duration <= 3600:
         w.fail(w.key("duration"), f"must be more than 0s and at most 3600s, got {duration:g}s")
-    bin_s = w.get("bin", seconds, seconds(d["bin"]))
+    bin_s = w.read(WORKLOAD["bin"])
     if not 0.001 <= bin_s <= duration:
         w.fail(w.key("bin"), f"must be at least 1ms and at most the duration, got {bin_s:g}s")
-    bidirectional = w.get("bidirectional", boolean, d["bidirectional"])
-    w.done(WORKLOAD_KEYS + ("pairs", "hosts", "message", "duration", "bin", "bidirectional"))
+    bidirectional = w.read(WORKLOAD["bidirectional"])
+    w.done(WORKLOAD.names(STREAM))
     used = {h for p in pairs for h in p}
     hosts = tuple(h for h in topo.host_names if h in used)
     return Workload(STREAM, hosts, message, 0, pairs=pairs, bidirectional=bidirectional, duration_s=duration,
@@ -426,23 +418,22 @@ def _pairs(w: Reader, topo: Topology) -> tuple[tuple[str, str], ...]:
 
 def _workload_expect(e: Reader) -> dict[str, Any]:
     """Expectations read on one workload alone (`expect:` inside it)."""
-    checks = {"failed_messages": integer(0), "min_goodput_bps": rate_bps, "min_bin_fraction": number(0.0, 1.0)}
-    out = {key: e.get(key, convert, None) for key, convert in checks.items()}
-    e.done(WORKLOAD_EXPECTATIONS)
-    return {k: v for k, v in out.items() if v is not None}
+    return _checks(e, WORKLOAD_EXPECT)
 
 
 def _event(r: Reader, topo: Topology, steps: int, limit_s: float) -> Event:
-    action = r.choice("action", tuple(ACTIONS))
-    target = r.get("target", text)
+    r.only(EVENT.names())
+    action = r.read(EVENT["action"])
+    r.only(EVENT.names(action))
+    target = r.read(EVENT["target"])
     if ACTIONS[action].target == LINK and not topo.has_link(target):
         r.fail(r.key("target"), f"no link {short(target)} in {topo.name} (links are like p0l1-p0s2 or h3-p0l1)")
     if ACTIONS[action].target == SWITCH and not topo.has_switch(target):
         r.fail(r.key("target"), f"no switch {short(target)} in {topo.name} (switches are like p0l1 or p2s3)")
     if r.has("at") == r.has("at_step"):
         r.fail(r.key("at"), "give exactly one of `at` (a time) and `at_step` (a step number)")
-    at_s = r.get("at", seconds, None)
-    at_step = r.get("at_step", integer(0), None)
+    at_s = r.read(EVENT["at"])
+    at_step = r.read(EVENT["at_step"])
     if at_s is not None and at_s >= limit_s:
         r.fail(r.key("at"), f"{at_s:g}s is past the run's duration_limit ({limit_s:g}s)")
     if at_step is not None and not steps:
@@ -450,7 +441,7 @@ def _event(r: Reader, topo: Topology, steps: int, limit_s: float) -> Event:
     if at_step is not None and at_step >= steps:
         r.fail(r.key("at_step"), f"step {at_step} is past the workload's last step ({steps - 1})")
     loss_probability, link_rate, period, until = _action_parameters(r, action, at_s, limit_s)
-    r.done(("at", "at_step", "action", "target") + ACTIONS[action].params)
+    r.done(EVENT.names(action))
     return Event(action, target, at_s=at_s, at_step=at_step, loss_probability=loss_probability, rate_bps=link_rate,
                  period_s=period, until_s=until)
 
@@ -460,15 +451,15 @@ def _action_parameters(r: Reader, action: str, at_s: float | None,
     """(loss probability, link rate, period, until): what a loss, rate or flap event needs beyond its time and
     target (each a scenario key: `rate` for the first two)."""
     if action == "loss":
-        return r.get("rate", number(0.0, 1.0), what="a drop probability between 0 and 1"), None, None, None
+        return r.read(EVENT.row("rate", action), what="a drop probability between 0 and 1"), None, None, None
     if action == "rate":
-        link_rate = float(r.get("rate", rate_bps, what="a link rate like 20Mbit"))
+        link_rate = float(r.read(EVENT.row("rate", action), what="a link rate like 20Mbit"))
         if link_rate < MIN_RATE_BPS:
             r.fail(r.key("rate"), f"must be at least 1Kbit, got {link_rate:g} bit/s")
         return None, link_rate, None, None
     if action == "flap":
-        period = r.get("period", seconds, what="a duration like 200ms")
-        until = r.get("until", seconds, what="a time like 8s")
+        period = r.read(EVENT["period"], what="a duration like 200ms")
+        until = r.read(EVENT["until"], what="a time like 8s")
         if period < 0.01:
             r.fail(r.key("period"), f"must be at least 10ms, got {period:g}s")
         start = at_s if at_s is not None else 0.0
@@ -482,20 +473,19 @@ def _action_parameters(r: Reader, action: str, at_s: float | None,
 
 def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scenario:
     r = Reader(data, source)
-    name = r.get("name", text, re.sub(r"[^A-Za-z0-9._-]", "-", default_name[:64]).lstrip(".") or "scenario")
+    r.only(SCENARIO.names())
+    name = r.read(SCENARIO["name"], re.sub(r"[^A-Za-z0-9._-]", "-", default_name[:64]).lstrip(".") or "scenario")
     if not NAME.fullmatch(name):
         r.fail("name", f"{short(name)} must be 1 to 64 of A-Z a-z 0-9 . _ - (not starting with a dot):"
                        " it names the results directory")
-    description = r.get("description", text_or_empty, DEFAULTS["description"])
-    engine = r.choice("engine", tuple(engines.ENGINES), DEFAULTS["engine"])
+    description = r.read(SCENARIO["description"])
+    engine = r.read(SCENARIO["engine"])
     topo = _topology(r, source, engine)
-    routing = r.choice("routing", tuple(routing_mod.ROUTINGS), DEFAULTS["routing"])
-    datapath = r.choice("datapath", DATAPATHS, DEFAULTS["datapath"])
-    limit = r.get("duration_limit", seconds, seconds(DEFAULTS["duration_limit"]))
+    routing, datapath, limit = (r.read(SCENARIO[k]) for k in ("routing", "datapath", "duration_limit"))
     if limit <= 0:
         r.fail("duration_limit", "must be more than 0s")
-    seed = r.get("seed", integer(0, MAX_SEED), DEFAULTS["seed"])
-    transport = r.choice("transport", tuple(transports.TRANSPORTS), DEFAULTS["transport"])
+    seed = r.read(SCENARIO["seed"])
+    transport = r.read(SCENARIO["transport"])
     workloads = _workloads(r, topo, seed, transport)
     workload = workloads[0]
     raw_events = r.raw("events", [])
@@ -506,14 +496,12 @@ def from_mapping(data: Any, source: str, default_name: str = "scenario") -> Scen
     _check_timeline(r, events)
     options = _transport_options(r, transport, topo)
     ro = r.sub("routing_options")
-    delay = ro.get("convergence_delay", seconds, seconds(DEFAULTS["routing_options"]["convergence_delay"]))
-    ro.done(("convergence_delay",))
+    delay = ro.read(ROUTING_OPTIONS["convergence_delay"])
+    ro.done(ROUTING_OPTIONS.names())
     expect = _expect(r.sub("expect"))
     capture = _capture(r, topo)
     _check_engine(r, engine, {transport} | {w.transport for w in workloads if w.transport}, capture)
-    r.done(("name", "description", "topology", "engine", "transport", "routing", "datapath", "seed",
-            "duration_limit", "workload", "workloads", "events", "transport_options", "routing_options", "expect",
-            "capture"))
+    r.done(SCENARIO.names())
     return Scenario(name, description, topo, transport, routing, seed, limit, workloads, events,
                     dict(options), delay, expect, datapath=datapath, capture=capture, engine=engine, source=source)
 
@@ -526,12 +514,6 @@ def _check_engine(r: Reader, engine: str, used: set[str], capture: Capture) -> N
                             f"{', '.join(row.transports)}); run it on engine lab")
     if capture.on and not row.lab:
         r.fail("capture", f"engine {engine} moves no real packets to capture; run it on engine lab")
-
-
-def text_or_empty(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"expected a string, got {short(value)}")
-    return value
 
 
 def _check_timeline(r: Reader, events: tuple[Event, ...]) -> None:
@@ -576,7 +558,7 @@ def _capture(r: Reader, topo: Topology) -> Capture:
     """`capture: hosts` is short for `capture: {interfaces: hosts}`; links may be a list or `a-b,c-d`."""
     value = r.raw("capture")
     c = Reader(value if isinstance(value, dict) else {"interfaces": value}, r.source, "capture.")
-    interfaces = c.raw("interfaces", "off")
+    interfaces = c.raw("interfaces", CAPTURE["interfaces"].default)
     if interfaces in (None, False):  # YAML reads a bare `off` as false
         interfaces = "off"
     if isinstance(interfaces, str) and interfaces not in CAPTURE_SETS:
@@ -589,21 +571,18 @@ def _capture(r: Reader, topo: Topology) -> Capture:
                 c.fail("capture.interfaces", f"no link {name!r} in {topo.name}: expected one of "
                        f"{', '.join(CAPTURE_SETS)} or links like p0l1-p0s2 or h3-p0l1")
         interfaces = tuple(dict.fromkeys(interfaces))
-    packets = c.choice("packets", CAPTURE_PACKETS, DEFAULTS["capture"]["packets"])
-    c.done(("interfaces", "packets"))
+    packets = c.read(CAPTURE["packets"])
+    c.done(CAPTURE.names())
     return Capture(interfaces, packets)
 
 
 def _expect(r: Reader) -> dict[str, Any]:
-    checks = {
-        "failed_messages": integer(0), "max_step_time_ratio": number(1.0), "min_goodput_fraction": number(0.0, 1.0),
-        "max_avoid_s": seconds, "max_step_time_s": seconds, "flow_mods_after_boot": integer(0),
-        "fidelity_ok": boolean,
-    }
-    out = {}
-    for key, convert in checks.items():
-        value = r.get(key, convert, None)
-        if value is not None:
-            out[key] = value
-    r.done(EXPECTATIONS)
-    return out
+    return _checks(r, EXPECT)
+
+
+def _checks(r: Reader, rows) -> dict[str, Any]:
+    """The checks an `expect:` gives (a key left out is not checked)."""
+    r.only(rows.names())
+    out = {key: r.read(rows[key]) for key in rows.names()}
+    r.done(rows.names())
+    return {k: v for k, v in out.items() if v is not None}

@@ -1,7 +1,6 @@
 """Topology files -> a frozen `Topology`: counts, rates and every node and link name of docs/spec.md."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -12,25 +11,19 @@ from ..engines import DEFAULT as ENGINE_DEFAULT
 from ..engines import ENGINES
 from ..errors import UsageError
 from ..shipped import folder
-from ..units import format_rate, format_size, rate_bps, size_bytes
-from .reader import Reader, boolean, clip, integer, is_file, load_yaml, text
+from ..units import format_rate, format_size
+from .keys import NODE, TOPOLOGY
+from .reader import Reader, clip, is_file, load_yaml, suggest
 
 TOPOLOGY_DIR = folder("topologies")
 
 
-DEFAULTS: dict[str, Any] = {
-    "planes": 4, "leaves": 4, "spines": 4, "hosts_per_leaf": 2,
-    "links": {"host_rate": "100Mbit", "fabric_rate": "100Mbit", "queue": "64KiB", "mtu": 9000, "trim": True,
-              "ecn": True},
-}
 ECN_MIN_SHARE, ECN_MAX_SHARE = 0.25, 0.75
 """Default marking thresholds as shares of `queue`. At the shipped 64 KiB and MTU 9000 a queue holds
 about seven frames: marking starts once about two wait (16 KiB; one frame ahead is ordinary when
 sprayed packets meet, and is never marked) and marks every packet from about five (48 KiB), so an EV
 whose path stays congested is marked on nearly every packet before the queue is full and trims."""
 
-_INDEX = "(0|[1-9][0-9]{0,3})"  # ASCII digits in canonical form: h0 and h10, never h00 or h\u0660
-_NODE = re.compile(rf"p{_INDEX}(l|s){_INDEX}|h{_INDEX}")
 
 
 PATH_HOPS = 4
@@ -147,7 +140,7 @@ class Topology:
 
 def parse_node(name: str) -> tuple[str, int, int] | None:
     """`p2s3` -> ("spine", 2, 3); `h5` -> ("host", -1, 5); anything else -> None."""
-    match = _NODE.fullmatch(name) if isinstance(name, str) else None
+    match = NODE.fullmatch(name) if isinstance(name, str) else None
     if not match:
         return None
     if match.group(4) is not None:
@@ -167,23 +160,19 @@ def from_mapping(data: Any, source: str, default_name: str = "inline", engine: s
     """A topology the engine can run: the lab's sizes are what a 2-core machine emulates faithfully (checked by
     `mrclab topo show` before anything is built); the simulator's, what the address plan holds."""
     r = Reader(data, source)
-    name = r.get("name", text, default_name)
-    planes = r.get("planes", integer(1, 16), DEFAULTS["planes"])
-    leaves = r.get("leaves", integer(1, 64), DEFAULTS["leaves"])
-    spines = r.get("spines", integer(1, 64), DEFAULTS["spines"])
-    hosts_per_leaf = r.get("hosts_per_leaf", integer(1, 64), DEFAULTS["hosts_per_leaf"])
+    r.only(TOPOLOGY.names())
+    name = r.read(TOPOLOGY["name"], default_name)
+    planes, leaves, spines, hosts_per_leaf = (r.read(TOPOLOGY[k]) for k in ("planes", "leaves", "spines",
+                                                                             "hosts_per_leaf"))
     links = r.sub("links")
-    d = DEFAULTS["links"]
-    host_rate = links.get("host_rate", rate_bps, rate_bps(d["host_rate"]))
-    fabric_rate = links.get("fabric_rate", rate_bps, rate_bps(d["fabric_rate"]))
-    queue = links.get("queue", size_bytes, size_bytes(d["queue"]))
-    mtu = links.get("mtu", integer(1280, 9000), d["mtu"])
-    trim = links.get("trim", boolean, d["trim"])
-    ecn = links.get("ecn", boolean, d["ecn"])
-    ecn_min = links.get("ecn_min", size_bytes, int(queue * ECN_MIN_SHARE))
-    ecn_max = links.get("ecn_max", size_bytes, int(queue * ECN_MAX_SHARE))
-    links.done(("host_rate", "fabric_rate", "queue", "mtu", "trim", "ecn", "ecn_min", "ecn_max"))
-    r.done(("name", "planes", "leaves", "spines", "hosts_per_leaf", "links"))
+    rows = TOPOLOGY.section("links")
+    links.only(rows.names())
+    host_rate, fabric_rate, queue, mtu, trim, ecn = (links.read(rows[k]) for k in (
+        "host_rate", "fabric_rate", "queue", "mtu", "trim", "ecn"))
+    ecn_min = links.read(rows["ecn_min"], int(queue * ECN_MIN_SHARE))
+    ecn_max = links.read(rows["ecn_max"], int(queue * ECN_MAX_SHARE))
+    links.done(rows.names())
+    r.done(TOPOLOGY.names())
     for key, value in (("links.host_rate", host_rate), ("links.fabric_rate", fabric_rate)):
         if value < 1000:
             r.fail(key, f"must be at least 1Kbit, got {value} bit/s")
@@ -220,9 +209,16 @@ def resolve_path(ref: str) -> Path:
 def load(ref: str | Path, engine: str = ENGINE_DEFAULT) -> Topology:
     path = resolve_path(str(ref))
     if not is_file(path):
-        raise UsageError(f"{clip(path)}: no such topology file (shipped: {', '.join(shipped()) or 'none'})")
+        raise UsageError(f"{clip(path)}: no such topology file{did_you_mean(str(ref))} "
+                         f"(shipped: {', '.join(shipped()) or 'none'})")
     return from_mapping(load_yaml(path, "topology file"), str(path), default_name=path.stem, engine=engine)
 
 
 def shipped() -> list[str]:
     return sorted(p.stem for p in TOPOLOGY_DIR.glob("*.yaml"))
+
+
+def did_you_mean(ref: str) -> str:
+    """` (did you mean clos-4p-4l-4s?)` when `ref` is close to a shipped topology's name, else ""."""
+    close = suggest(Path(ref).stem, shipped())
+    return f" (did you mean {close}?)" if close and close != Path(ref).stem else ""

@@ -10,17 +10,13 @@ from typing import Any
 from ..shipped import folder
 from ..trace import Trace, TraceError, load
 from ..trace.graph import COLLECTIVES
-from .reader import Reader, integer, number, short
+from .keys import SCENARIO, TRACE
+from .reader import Reader, short
 from .topology import Topology
 
-TRACE = "trace"
 TRACE_DIR = folder("traces")
-TRACE_KEYS = ("path", "ranks", "iterations", "compute", "size_scale", "algorithm", "dims")
-PLACEMENTS = ("auto", "spread")
 ALGORITHMS = ("ring", "direct")  # how a collective becomes flows (workload.collectives)
-MAX_ITERATIONS = 10000
-DEFAULTS: dict[str, Any] = {"ranks": "auto", "iterations": 1, "compute": "as-traced", "size_scale": 1.0,
-                            "algorithm": "ring"}
+WORKLOAD = SCENARIO.section("workload")
 
 
 @dataclass(frozen=True)
@@ -77,7 +73,7 @@ def shipped() -> list[str]:
 
 def read(w: Reader, topo: Topology) -> TraceSpec:
     """The trace workload's own keys (the common ones are the caller's)."""
-    path = w.get("path", _text, what="a folder of <name>.<rank>.et files, a glob of them, or a shipped trace "
+    path = w.read(_row("path"), what="a folder of <name>.<rank>.et files, a glob of them, or a shipped trace "
                                      f"({', '.join(shipped())})")
     dims = w.get("dims", _dims, None)
     try:
@@ -88,20 +84,18 @@ def read(w: Reader, topo: Topology) -> TraceSpec:
         w.fail(w.key("path"), f"{path}: the trace has {trace.ranks} ranks, more than the {topo.hosts} hosts of "
                               f"{topo.name}: one rank runs on one host (give the topology more leaves or "
                               "hosts_per_leaf)")
-    ranks = w.raw("ranks", DEFAULTS["ranks"])
+    ranks = w.raw("ranks", _row("ranks").default)
     hosts = _placement(w, ranks, trace.ranks, topo)
-    iterations = w.get("iterations", integer(1, MAX_ITERATIONS), DEFAULTS["iterations"])
-    compute = w.get("compute", _text, DEFAULTS["compute"])
+    iterations = w.read(_row("iterations"))
+    compute = w.read(_row("compute"))
     factor = _compute_factor(w, compute)
-    size_scale = w.get("size_scale", number(1e-9, 1e6), DEFAULTS["size_scale"])
+    size_scale = w.read(_row("size_scale"))
     algorithms = _algorithms(w)
     return TraceSpec(path, trace, hosts, ranks, iterations, compute, factor, size_scale, algorithms, dims)
 
 
-def _text(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"expected a non-empty string, got {short(value)}")
-    return value
+def _row(name: str):
+    return WORKLOAD.row(name, TRACE)
 
 
 def _dims(value: Any) -> tuple[int, ...]:
@@ -156,7 +150,7 @@ def _compute_factor(w: Reader, compute: str) -> float:
 
 def _algorithms(w: Reader) -> tuple[tuple[str, str], ...]:
     """`algorithm: ring` for every collective, or a mapping such as {all_reduce: direct} (the rest ring)."""
-    value = w.raw("algorithm", DEFAULTS["algorithm"])
+    value = w.raw("algorithm", _row("algorithm").default)
     if isinstance(value, str):
         if value not in ALGORITHMS:
             w.fail(w.key("algorithm"), f"{short(value)} is not one of: {', '.join(ALGORITHMS)}")

@@ -158,7 +158,8 @@ def test_a_cluster_file(tmp_path):
     ("servers: [lab1]\nplacement: {h0: true}\n", "placement.h0: a server index: expected a whole number"),
     ("servers: [lab1]\nplacement: {h0: lab9}\n", "placement.h0: 'lab9' is not one of the servers (lab1)"),
     ("servers: [lab1, 'lab1:2222']\nplacement: {h0: lab1}\n", "placement.h0: 'lab1' is more than one of"),
-    ("servers: [lab1]\nplacment: pods\n", "placment: unknown key; allowed: placement, servers"),
+    ("servers: [lab1]\nplacment: pods\n",
+     "placment: unknown key (did you mean placement?); allowed: placement, servers"),
     ("servers: [lab1]\nservers: [lab2]\n", "duplicate key 'servers'"),
 ])
 def test_a_bad_cluster_file_is_one_line_naming_the_key(tmp_path, text, fragment):

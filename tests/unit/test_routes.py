@@ -12,7 +12,7 @@ from mrclab import addressing
 from mrclab import layout as layout_mod
 from mrclab.controller import kernel
 from mrclab.controller.routes import END, Route, ecmp_routes, reroute, static_routes
-from mrclab.spec.scenario import DATAPATHS
+from mrclab.spec.keys import DATAPATHS
 from mrclab.spec.topology import from_mapping
 
 TOPO = from_mapping({"name": "clos-2p-2l-2s", "planes": 2, "leaves": 2, "spines": 2, "hosts_per_leaf": 2}, "test")

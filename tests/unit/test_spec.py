@@ -199,3 +199,36 @@ def test_shipped_scenarios_validate_and_round_trip():
         s = scenario_mod.load(path)
         assert s.name == path.stem
         assert scenario_mod.from_mapping(s.to_dict(), "resolved").to_dict() == s.to_dict()
+
+
+@pytest.mark.parametrize("data,fragment", [
+    ({**{k: v for k, v in BASE.items() if k != "workload"}, "worklaod": BASE["workload"]},
+     "worklaod: unknown key (did you mean workload?); allowed:"),
+    (merged(workload__stepz=3), "workload.stepz: unknown key (did you mean steps?)"),
+    (merged(expect={"max_avoid": "1s"}), "expect.max_avoid: unknown key (did you mean max_avoid_s?)"),
+    ({**BASE, "topology": {"planes": 2, "links": {"fabirc_rate": "10Mbit"}}},
+     "links.fabirc_rate: unknown key (did you mean fabric_rate?)"),
+    ({**BASE, "topology": "clos-2p-2l-3s"}, "topology: no topology 'clos-2p-2l-3s' (did you mean clos-2p-2l-2s?)"),
+])
+def test_a_misspelt_key_or_name_is_named_with_what_was_meant(tmp_path, data, fragment):
+    """A typo is named as a typo, before the key it was meant to be is missed (which read 'workload.pattern: is
+    required' for `worklaod:`)."""
+    assert fragment in error(tmp_path, data)
+
+
+def test_a_misspelt_scenario_name_says_what_was_meant_and_what_is_shipped():
+    with pytest.raises(UsageError) as info:
+        scenario_mod.load("quickstar")
+    assert "no such scenario file (did you mean quickstart?); shipped: " in str(info.value)
+    assert "link-failure" in str(info.value)
+
+
+def test_set_reaches_into_a_named_topology(tmp_path):
+    """`--set topology.links.fabric_rate=10Mbit` changes the named topology (it read 'topology is not a mapping'),
+    keeping its name and every other key of its file."""
+    s = load(tmp_path, BASE, ["topology.links.fabric_rate=10Mbit", "topology.links.queue=128KiB"])
+    shipped = topology_mod.load("clos-2p-2l-2s")
+    assert s.topology.name == "clos-2p-2l-2s" and s.topology.fabric_rate_bps == 10_000_000
+    assert s.topology.queue_bytes == 128 << 10 and s.topology.host_rate_bps == shipped.host_rate_bps
+    assert "links.fabric_rat: unknown key (did you mean fabric_rate?)" in error(
+        tmp_path, BASE, ["topology.links.fabric_rat=1Mbit"])

@@ -4,7 +4,7 @@ import importlib.util
 from mrclab import actions, routing, transports
 from mrclab.agent.__main__ import parse_args
 from mrclab.fabric.faults import Faults
-from mrclab.spec import scenario
+from mrclab.spec import keys
 
 AGENT_ARGS = ["--host", "0", "--planes", "2", "--leaves", "2", "--spines", "2", "--hosts-per-leaf", "2",
               "--control", "/tmp/x.sock", "--log", "/tmp/x.log"]
@@ -31,4 +31,5 @@ def test_the_scenario_reader_and_the_agent_take_the_tables_names():
         assert parse_args(AGENT_ARGS + ["--transport", name]).transport == name
     for name in routing.ROUTINGS:
         assert parse_args(AGENT_ARGS + ["--routing", name]).routing == name
-    assert scenario.DEFAULTS["transport"] == transports.DEFAULT and scenario.DEFAULTS["routing"] == routing.DEFAULT
+    rows = keys.SCENARIO
+    assert rows["transport"].default == transports.DEFAULT and rows["routing"].default == routing.DEFAULT
