@@ -1,6 +1,7 @@
 """A replayed Chakra trace on both engines, with and without its fault, on MRC and on the traditional fabric:
 
-    .venv/bin/python benchmarks/trace_engines.py [--scenario trace-mixed-16] [--engines lab,sim] [--out DIR]
+    .venv/bin/python benchmarks/trace_engines.py [--scenario trace-mixed-16] [--engines lab,sim] [--set K=V]...
+        [--out DIR]
     (root: the lab runs; wrap it in /work/bin/quiet on a shared machine)
 
 The scenario runs as it is (MRC over static-srv6) and as the traditional fabric (``transport=single-path``,
@@ -27,11 +28,11 @@ FABRICS = {"mrc": ("transport=mrc", "routing=static-srv6"),
            "ecmp": ("transport=single-path", "routing=ecmp-reconverge")}
 
 
-def run(scenario: str, engine: str, fabric: str, fault: bool, out: Path) -> dict:
+def run(scenario: str, engine: str, fabric: str, fault: bool, out: Path, sets: tuple[str, ...] = ()) -> dict:
     folder = out / f"{Path(scenario).stem}-{engine}-{fabric}-{'fault' if fault else 'clean'}"
     if not (folder / "results.json").is_file():
         args = [sys.executable, "-m", "mrclab", "run", scenario, "--engine", engine, "--out", str(folder), "--json"]
-        for s in (*FABRICS[fabric], *(() if fault else ("events=[]",))):
+        for s in (*sets, *FABRICS[fabric], *(() if fault else ("events=[]",))):
             args += ["--set", s]
         subprocess.run(args, cwd=REPO, capture_output=True, check=False)
     try:
@@ -50,13 +51,15 @@ def main() -> None:
     parser.add_argument("--scenario", default="trace-mixed-16")
     parser.add_argument("--engines", default="lab,sim")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                        help="passed to every run (e.g. topology.links.host_rate=5Mbit)")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="trace-engines-"))
     out.mkdir(parents=True, exist_ok=True)
     engines = args.engines.split(",")
-    docs = {(e, f, fault): run(args.scenario, e, f, fault, out) for e in engines for f in FABRICS
+    docs = {(e, f, fault): run(args.scenario, e, f, fault, out, tuple(args.sets)) for e in engines for f in FABRICS
             for fault in (False, True)}
-    print(f"{args.scenario}: iteration times (s); runs in {out}")
+    print(f"{args.scenario} {' '.join(args.sets)}: iteration times (s); runs in {out}")
     print(f"{'engine':6} {'fabric':5} {'fault':6} {'status':10} {'fidelity':8} iterations")
     for (e, f, fault), doc in docs.items():
         fid = doc.get("fidelity", {}).get("ok")

@@ -35,7 +35,7 @@ def gantt(run: Run) -> Figure:
         for rank in op["ranks"]:
             if rank < shown:
                 rows[rank].append((start, max(end - start, 1e-6)))
-    fig = Figure(figsize=(11, 1.6 + 0.22 * shown), layout="constrained")
+    fig = Figure(figsize=(11, max(3.2, 1.6 + 0.22 * shown)), layout="constrained")
     ax = fig.add_subplot()
     for key, rows in bars.items():
         colour = COMPUTE_COLOUR if key == "compute" else COMM_COLOURS.get(key, "#17becf")

@@ -42,7 +42,8 @@ def assert_png(path, min_size=(500, 300)):
 def test_report_writes_every_plot_and_embeds_exactly_those(mrc_dir):
     written = write_report(mrc_dir)
     assert written.missing == {}
-    drawn = sorted(spec.file for spec in PLOTS if spec.file != "report-throughput.png")  # no stream in the run
+    drawn = sorted(spec.file for spec in PLOTS  # no stream and no trace in the run
+                   if spec.file not in ("report-throughput.png", "report-trace-timeline.png"))
     assert sorted(p.name for p in written.pngs) == drawn
     for png in written.pngs:
         assert_png(png)
@@ -183,7 +184,7 @@ def test_bare_results_json_still_gives_a_page(tmp_path):
     """Only results.json, and that nearly empty: no plot, no crash, the page says what is missing."""
     (tmp_path / "results.json").write_text(json.dumps({"schema": "mrclab.results/v1", "scenario": {"name": "x"}}))
     written = write_report(tmp_path)
-    assert written.pngs == [] and len(written.missing) == len(PLOTS) - 1  # all but the streams' (none here)
+    assert written.pngs == [] and len(written.missing) == len(PLOTS) - 2  # all but the streams' and traces'
     page = written.html.read_text()
     assert "scenario.yaml is missing" in page and embedded_pngs(page) == []
 
@@ -288,3 +289,22 @@ def test_fixture_reads_back_like_a_run(tmp_path):
     assert all(c["ok"] for c in doc["expectations"])   # MRC rides out the failure
     ecmp = make_run(tmp_path / "ecmp", kind="ecmp")
     assert {c["name"] for c in ecmp["expectations"] if not c["ok"]} == {"max_step_time_ratio"}
+
+
+def test_a_trace_run_gets_its_timeline_per_rank(tmp_path):
+    """trace-moe on the simulator: the report draws one row per rank with the fault marked."""
+    from mrclab import runner
+    from mrclab.report import gantt
+    from mrclab.report.run import load as load_run
+    from mrclab.spec import scenario as scenario_mod
+
+    out = tmp_path / "moe"
+    runner.run_scenario(scenario_mod.load("trace-moe", ["engine=sim", "workload.iterations=2"]), out)
+    written = write_report(out)
+    assert "report-trace-timeline.png" in [p.name for p in written.pngs]
+    assert_png(out / "report-trace-timeline.png")
+    fig = gantt.gantt(load_run(out))
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["r0 h0", "r1 h1", "r2 h2", "r3 h3"]
+    assert any("switch_down p0s1" in t.get_text() for t in ax.texts)
+    assert {t.get_text() for t in ax.get_legend().get_texts()} == {"compute", "all-to-all", "all-reduce"}
