@@ -335,3 +335,19 @@ def test_the_replay_follows_the_dependencies_in_simulated_time(tmp_path):
     assert it0["time_s"] == pytest.approx(first[3][1], abs=1e-6)
     p2p = [c for c in w["collectives"] if c["comm"] == "SEND_RECV"]
     assert len(p2p) == 2 and p2p[0]["bytes"] == 512 and p2p[0]["algorithm"] == "p2p"
+
+
+def test_involved_dim_picks_the_ranks_that_share_the_other_coordinates(tmp_path):
+    """4 ranks over dims [2, 2] (the first fastest): a collective over dimension 0 runs in {0, 1} and {2, 3}, one
+    over dimension 1 in {0, 2} and {1, 3}; without `dims` the node's two dimensions are refused by name."""
+    for r in range(4):
+        nodes = [pb.Node(id=i, name=f"c{i}", type=pb.COMM_COLL_NODE,
+                         attr=[etfile.attribute("comm_type", pb.ALL_REDUCE), etfile.attribute("comm_size", 64),
+                               etfile.attribute("involved_dim", dims)])
+                 for i, dims in enumerate(([True, False], [False, True]))]
+        (tmp_path / f"d.{r}.et").write_bytes(etfile.encode("0.0.4", {}, nodes))
+    trace = graph.load(str(tmp_path), dims=(2, 2))
+    assert sorted(op.ranks for op in trace.ops) == [(0, 1), (0, 2), (1, 3), (2, 3)]
+    with pytest.raises(TraceError, match=r"d.0.et: node 0: involved_dim: 2 dimensions, the ranks are laid out "
+                                         r"over 1 \(4\): give the workload's `dims`"):
+        graph.load(str(tmp_path))
