@@ -26,14 +26,17 @@ MRC = ("transport=mrc", "routing=static-srv6")
 
 
 def run(scenario: Path, engine: str, sets: tuple[str, ...], out: Path) -> dict:
+    return run_into(out / f"{scenario.stem}-{engine}{'-' + sets[0].split('=')[1] if sets else ''}", str(scenario),
+                    engine, sets)
+
+
+def run_into(folder: Path, scenario: str, engine: str, sets: tuple[str, ...]) -> dict:
     """The run's results; a folder that has them already is read, not run again (``--out`` of an earlier run)."""
-    folder = out / f"{scenario.stem}-{engine}{'-' + sets[0].split('=')[1] if sets else ''}"
-    if (folder / "results.json").is_file():
-        return json.loads((folder / "results.json").read_text())
-    args = [sys.executable, "-m", "mrclab", "run", str(scenario), "--engine", engine, "--out", str(folder), "--json"]
-    for s in sets:
-        args += ["--set", s]
-    subprocess.run(args, cwd=REPO, capture_output=True, check=False)
+    if not (folder / "results.json").is_file():
+        args = [sys.executable, "-m", "mrclab", "run", scenario, "--engine", engine, "--out", str(folder), "--json"]
+        for s in sets:
+            args += ["--set", s]
+        subprocess.run(args, cwd=REPO, capture_output=True, check=False)
     try:
         return json.loads((folder / "results.json").read_text())
     except (OSError, ValueError):

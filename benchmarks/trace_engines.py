@@ -16,29 +16,20 @@ reads them instead of running them again.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from engines import run_into  # noqa: E402
+
 FABRICS = {"mrc": ("transport=mrc", "routing=static-srv6"),
            "ecmp": ("transport=single-path", "routing=ecmp-reconverge")}
 
 
 def run(scenario: str, engine: str, fabric: str, fault: bool, out: Path, sets: tuple[str, ...] = ()) -> dict:
     folder = out / f"{Path(scenario).stem}-{engine}-{fabric}-{'fault' if fault else 'clean'}"
-    if not (folder / "results.json").is_file():
-        args = [sys.executable, "-m", "mrclab", "run", scenario, "--engine", engine, "--out", str(folder), "--json"]
-        for s in (*sets, *FABRICS[fabric], *(() if fault else ("events=[]",))):
-            args += ["--set", s]
-        subprocess.run(args, cwd=REPO, capture_output=True, check=False)
-    try:
-        return json.loads((folder / "results.json").read_text())
-    except (OSError, ValueError):
-        return {"status": "no results"}
+    return run_into(folder, scenario, engine, (*sets, *FABRICS[fabric], *(() if fault else ("events=[]",))))
 
 
 def iterations(doc: dict) -> list[float]:
