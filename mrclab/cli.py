@@ -9,9 +9,11 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import signal
 import sys
 import tempfile
+import textwrap
 import time
 import traceback
 from pathlib import Path
@@ -82,23 +84,87 @@ def check(servers: str | None, topology_ref: str, as_json: bool) -> None:
 
 
 def print_check(rows: list[check_mod.Row]) -> None:
-    """A table on a terminal; piped or redirected, one line a row (`name: status: detail; fix: ...`), which no
-    width folds into fragments and grep reads whole."""
-    statuses = [("ok", "green") if r.ok else ("missing", "red") if r.required else ("optional", "yellow")
-                for r in rows]
-    if not out.is_terminal:
-        for r, (status, _) in zip(rows, statuses, strict=True):
-            out.print(f"{r.name}: {status}: {r.detail}" + (f"; fix: {r.fix}" if not r.ok and r.fix else ""),
-                      soft_wrap=True, markup=False, highlight=False)
+    """One row a block, on a terminal and piped alike: `name: status: detail`, then `fix: ...` on a line of its
+    own, wrapped at spaces within 80 columns (a command in a fix is never cut), continuation lines indented."""
+    for r in rows:
+        status, colour = ("ok", "green") if r.ok else ("missing", "red") if r.required else ("optional", "yellow")
+        head = wrapped(f"{r.name}: {status}: {r.detail}")
+        head[0] = head[0].replace(f"{r.name}: {status}:", f"[bold]{escape(r.name)}[/]: [{colour}]{status}[/]:", 1)
+        fix = wrapped(f"fix: {r.fix}", indent=4, first=4) if not r.ok and r.fix else []
+        for i, line in enumerate(head + fix):
+            out.print(line if i == 0 else escape(line), highlight=False, soft_wrap=True)
+
+
+WIDTH = 80
+"""What every table and line of text the CLI prints fits, whatever the terminal: 80 columns."""
+
+
+def wrapped(text: str, *, indent: int = 4, first: int = 0) -> list[str]:
+    """`text` in lines of at most WIDTH columns, broken at spaces only (a command or a path stays whole, even if
+    it alone is wider), lines after the first indented."""
+    return textwrap.wrap(text, min(out.width, WIDTH), initial_indent=" " * first, subsequent_indent=" " * indent,
+                         break_long_words=False, break_on_hyphens=False) or [""]
+
+
+_TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$", re.MULTILINE)
+
+
+def print_fitted(renderable) -> None:
+    """A table (or anything rich draws) at most WIDTH columns wide, without the spaces it pads lines with."""
+    with out.capture() as captured:
+        out.print(renderable, width=min(out.width, WIDTH))
+    out.file.write(_TRAILING.sub(r"\1", captured.get()))
+    out.file.flush()
+
+
+@cli.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def list_shipped(as_json: bool) -> None:
+    """The shipped scenarios and topologies, one line each."""
+    from . import catalog
+
+    doc = catalog.shipped()
+    if as_json:
+        emit_json(doc)
+    else:
+        print_lines(catalog.list_lines(doc))
+
+
+@cli.command()
+@click.argument("key", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def explain(key: str | None, as_json: bool) -> None:
+    """What a scenario or topology key means: its kind, unit, default and an example (e.g. workload.message,
+    links.queue, events.action, transport_options.hold_window); without KEY, every key."""
+    from . import catalog
+
+    if key is None:
+        if as_json:
+            emit_json({"keys": catalog.keys.all_paths()})
+        else:
+            print_lines(catalog.index_lines())
         return
-    table = Table(title="mrclab check", box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("requirement", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("detail", overflow="fold", ratio=3)
-    table.add_column("fix", overflow="fold", ratio=2)
-    for r, (status, colour) in zip(rows, statuses, strict=True):
-        table.add_row(escape(r.name), f"[{colour}]{status}[/]", escape(r.detail), "" if r.ok else escape(r.fix))
-    out.print(table)
+    entries = catalog.explain(key)
+    if as_json:
+        emit_json({"entries": entries})
+    else:
+        print_lines(catalog.explain_lines(entries))
+
+
+@cli.command()
+@click.argument("file", type=click.Choice(("scenario", "topology")), default="scenario")
+def schema(file: str) -> None:
+    """The JSON Schema of scenario (or topology) files, generated from the key table: save it where your editor
+    looks, e.g. for the YAML language server a first line `# yaml-language-server: $schema=PATH`."""
+    from .spec.schema import schema as make
+
+    emit_json(make(file))
+
+
+def print_lines(lines: list[str]) -> None:
+    """Plain text, as it is (no markup, no wrapping beyond the lines' own)."""
+    for line in lines:
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @cli.group()
@@ -155,7 +221,7 @@ def topo_show(file: str, servers: int | None, placement: str | None, as_json: bo
                          for kind, key in (("host", "host"), ("leaf-spine", "fabric"))),
                        ("example path", f"h0 -> {t.host_names[-1]} via p0s0: {doc['example_path']['address']}")):
         table.add_row(key, str(value))
-    out.print(table)
+    print_fitted(table)
     if assignment:
         print_assignment(assignment)
 
@@ -170,7 +236,7 @@ def print_assignment(assignment) -> None:
         table.add_column(column, justify="right" if column == "agents" else "left", overflow="fold")
     for share in assignment.shares:
         table.add_row(share.server, fold(share.leaves), fold(share.spines), fold(share.hosts), str(share.agents))
-    out.print(table)
+    print_fitted(table)
 
 
 def fold(names: tuple[str, ...]) -> str:
@@ -585,11 +651,12 @@ def compare(run_dirs: tuple[str, ...], plot_file: str, as_json: bool) -> None:
         emit_json(compare_mod.document(runs, target))
     else:
         for warning in compare_mod.warnings(runs):
-            err.print(f"[yellow]warning: {escape(warning)}[/]", soft_wrap=True)
-        out.print(compare_mod.table(runs))
+            err.print("\n".join(f"[yellow]{escape(line)}[/]" for line in wrapped(f"warning: {warning}")),
+                      soft_wrap=True)
+        print_fitted(compare_mod.table(runs))
         for line in compare_mod.repetition_lines(compare_mod.repetitions(runs)):
-            out.print(escape(line), soft_wrap=True)
-        out.print(f"plot: {target}", soft_wrap=True)
+            print_lines(wrapped(line))
+        print_lines(wrapped(f"plot: {target}"))
 
 
 @topo.command("verify")
