@@ -28,6 +28,7 @@ from . import check as check_mod
 from . import runstate
 from .engines import ENGINES
 from .errors import EnvironmentNotReady, ExpectationFailed, MrclabError, Terminated, UsageError
+from .launch import empty_out, override_map, require_environment, require_lab, results_dir
 from .metrics import expectations
 from .placements import DEFAULT as PLACEMENT_DEFAULT
 from .placements import PLACEMENTS
@@ -42,14 +43,6 @@ err = Console(stderr=True, highlight=False)
 
 def emit_json(document) -> None:
     sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
-
-
-def require_environment() -> None:
-    """Exit 3 naming the first failing `mrclab check` row, before anything is built."""
-    failed = check_mod.first_failure(check_mod.rows())
-    if failed is not None:
-        raise EnvironmentNotReady(f"cannot run a lab: `mrclab check` row '{failed.name}' fails: {failed.detail}"
-                                  + (f" (fix: {failed.fix})" if failed.fix else ""))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -295,9 +288,6 @@ def reach(target: str, identity: str | None, known_hosts: str | None, accept_new
         raise
 
 
-PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
-
-
 class _OutFolder(click.Path):
     """An `--out` folder: an empty name is refused (it would mean the default folder, which nobody typed)."""
 
@@ -311,30 +301,6 @@ OUT_FOLDER = _OutFolder(file_okay=False)
 ENGINE_OPTION = click.option("--engine", type=click.Choice(tuple(ENGINES)), default=None,
                              help="Where packets move (the scenario key engine; default lab): lab runs real packets, "
                                   "sim the same scenario in simulated time.")
-
-
-def empty_out(path: Path, option: str = "--out") -> Path:
-    """A folder results may go into: new, or empty and ours; never through a symbolic link; on a real file
-    system that takes writes. Checked before anything is built, so a bad folder costs no lab."""
-    if path.is_symlink():
-        raise UsageError(f"{option} {path}: is a symbolic link; give the directory itself")
-    absolute = Path(os.path.abspath(path))
-    if any(absolute == root or root in absolute.parents for root in PSEUDO_FILE_SYSTEMS):
-        raise UsageError(f"{option} {path}: is under {absolute.parts[1] and '/' + absolute.parts[1]}, not a real "
-                         "file system; give a folder on disk")
-    if path.exists():
-        if not path.is_dir() or any(path.iterdir()):
-            raise UsageError(f"{option} {path}: exists and is not an empty directory")
-        if path.stat().st_uid != os.geteuid():
-            raise UsageError(f"{option} {path}: belongs to another user")
-    existing = next(p for p in (absolute, *absolute.parents) if p.exists())
-    if not existing.is_dir():
-        raise UsageError(f"{option} {path}: {existing} is a file, not a folder")
-    if os.statvfs(existing).f_flag & os.ST_RDONLY:
-        raise UsageError(f"{option} {path}: {existing} is on a read-only file system")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"{option} {path}: {existing} is not writable by this user")
-    return path
 
 
 @cli.command()
@@ -403,19 +369,15 @@ def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], capture:
 def run_here(spec, overrides: tuple[str, ...], target_dir: Path, *, as_json: bool, progress_jsonl: str | None,
              allow_concurrent: bool, cluster) -> None:
     """`mrclab run` from this machine: here, or over `cluster`'s servers."""
-    from . import capture as capture_mod
-    from . import runner
+    from .launch import start
 
-    if ENGINES[spec.engine].lab and (cluster is None or cluster.servers[0] == "local"):
-        require_lab(allow_concurrent)
-    if spec.capture.on:
-        capture_mod.tool("dumpcap")
     run_class = None
     if cluster is not None:
         from .cluster.run import ClusterRun
         run_class = functools.partial(ClusterRun, cluster=cluster)
-    doc = runner.run_scenario(spec, target_dir, console=None if as_json else err, overrides=override_map(overrides),
-                              progress_jsonl=Path(progress_jsonl) if progress_jsonl else None, run_class=run_class)
+    doc = start(spec, target_dir, console=None if as_json else err, overrides=override_map(overrides),
+                progress_jsonl=Path(progress_jsonl) if progress_jsonl else None, allow_concurrent=allow_concurrent,
+                run_class=run_class, lab_here=cluster is None or cluster.servers[0] == "local")
     if as_json:
         emit_json({**doc, "dir": str(target_dir)})
     else:
@@ -451,16 +413,6 @@ def over_servers(spec, servers: str | None, placement: str | None, cluster_file:
     return cluster
 
 
-def require_lab(allow_concurrent: bool = False) -> None:
-    """The machine can run a lab, and no other run is using it (unless the user allows it)."""
-    require_environment()
-    others = runstate.live_runs()
-    if others and not allow_concurrent:
-        raise EnvironmentNotReady(f"another mrclab run is live on this machine ({', '.join(others[:3])}): two labs "
-                                  "share the CPU and neither measures the emulated network alone; wait for it, or "
-                                  "pass --allow-concurrent (both runs' fidelity is then not ok)")
-
-
 @cli.command()
 @click.argument("scenario")
 @click.option("--grid", "grid", multiple=True, metavar="KEY=V1,V2,...",
@@ -474,34 +426,11 @@ def require_lab(allow_concurrent: bool = False) -> None:
 def sweep(scenario: str, grid: tuple[str, ...], repeat: int, overrides: tuple[str, ...], out_dir: str | None,
           engine: str | None) -> None:
     """Run a grid of one scenario with repetitions; write runs.csv and summary.csv (median, 95% interval)."""
-    from . import sweep as sweep_mod
-    from .spec import scenario as scenario_mod
+    from . import sweeps as sweep_mod
 
     overrides += (f"engine={engine}",) if engine else ()
-
-    base = scenario_mod.load(scenario, list(overrides))
-    plan = sweep_mod.Plan(str(scenario_mod.resolve_path(scenario)), sweep_mod.Grid.parse(list(grid)), repeat,
-                          tuple(overrides), base.seed)
-    plan.check()
-    text = Path(plan.scenario).read_text()
-    root = Path(out_dir) if out_dir else results_dir(f"sweep-{base.name}", None)
-    record = root / "sweep.json"
-    if record.is_file() and not record.is_symlink():
-        if json.loads(record.read_text()) != plan.to_dict(text):
-            raise UsageError(f"--out {root}: holds another sweep (sweep.json differs): give a new folder")
-    else:
-        empty_out(root)
-    if ENGINES[base.engine].lab:
-        require_lab()
-    root.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps(plan.to_dict(text), indent=2) + "\n")
-    from . import runner
-
-    def run_one(folder: Path, sets: list[str]) -> None:
-        runner.run_scenario(scenario_mod.load(plan.scenario, sets), folder, console=err,
-                            overrides=override_map(tuple(sets)))
-
-    rows = sweep_mod.execute(plan, root, run_one, lambda line: err.print(escape(line), soft_wrap=True))
+    root, rows = sweep_mod.run(scenario, grid=grid, repeat=repeat, overrides=overrides, out_dir=out_dir,
+                               console=err, say=lambda line: err.print(escape(line), soft_wrap=True))
     failed = sum(1 for r in rows if r["status"] != "completed")
     out.print(f"sweep: {len(rows)} runs ({failed} not completed); {root / 'runs.csv'}, {root / 'summary.csv'}")
     if failed:
@@ -557,23 +486,6 @@ def paper(only: str | None, quick: bool, repeat: int, out_dir: str | None) -> No
 def _print_summary(doc: dict, target: Path) -> None:
     from .report.terminal import print_run
     print_run(doc, target, out=out, err=err)
-
-
-def results_dir(name: str, out_dir: str | None) -> Path:
-    """Where the run writes: --out as given (empty, and ours if it exists), or results/<name>-<stamp> inside
-    results/ (the name is checked when the scenario is read; this checks the resolved path too)."""
-    if out_dir:
-        return empty_out(Path(out_dir))
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    target = Path("results") / f"{name}-{stamp}"
-    if target.resolve().parent != Path("results").resolve():
-        raise UsageError(f"scenario name {name!r} would place results outside results/")
-    return empty_out(target)
-
-
-def override_map(overrides: tuple[str, ...]) -> dict[str, str]:
-    """`--set` as typed, key -> value text (already validated by the scenario reader)."""
-    return dict(item.partition("=")[::2] for item in overrides)
 
 
 def run_remote(spec, overrides: tuple[str, ...], out_dir: Path | None, as_json: bool, remote) -> None:

@@ -1,6 +1,7 @@
 """What `mrclab run` prints when a run ends: the key figures first, so they fit one 80x24 screen."""
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from rich.console import Console
@@ -39,6 +40,8 @@ def print_run(doc: dict, target: Path, *, out: Console, err: Console) -> None:
     tail = f" ({st['p100'] / st['p50']:.2f}x p50)" if st["p50"] else ""
     rows = [("step time", f"p50 {format_seconds(st['p50'])} · p100 {format_seconds(st['p100'])}{tail}"
                           f" · {len(doc['steps'])} steps")] if doc["steps"] else []
+    if doc["steps"] and st.get("from_step") == 1:
+        rows += [("warm-up", f"step 0: {format_seconds(st['warmup_s'])} (not in p50, p100)")]
     rows += [("goodput", f"{s['goodput_bps'] / 1e6:.1f} Mbit/s, {s['goodput_fraction'] * 100:.0f}% of ideal")]
     workloads = doc.get("workloads", [])
     rows += [(f"  {w['name']}", workload_text(w)) for w in workloads if len(workloads) > 1 or "duration_s" in w]
@@ -78,3 +81,5 @@ def print_run(doc: dict, target: Path, *, out: Console, err: Console) -> None:
         for note in fid["notes"]:
             out.print(f"- {escape(note)}")
     out.print(f"results in {target}/", soft_wrap=True)
+    out.print(f"next: mrclab report {shlex.quote(str(target))}   (report.html and its plots)", soft_wrap=True,
+              highlight=False)

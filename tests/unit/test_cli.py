@@ -284,3 +284,15 @@ def test_schema_prints_the_generated_schema():
     doc = json.loads(mrclab("schema").stdout)
     assert doc["$schema"].endswith("2020-12/schema") and "workload" in doc["properties"]
     assert "links" in json.loads(mrclab("schema", "topology").stdout)["properties"]
+
+
+def test_a_run_summary_sets_the_warm_up_apart_and_ends_with_the_next_command(tmp_path):
+    result = narrow("run", "smoke", "--engine", "sim", "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-1].startswith(f"next: mrclab report {tmp_path / 'run'}"), lines[-1]
+    assert re.search(r"^warm-up +step 0: [0-9.]+ ms \(not in p50, p100\)", result.stdout, re.M), result.stdout
+    doc = json.loads((tmp_path / "run" / "results.json").read_text())
+    steps = [s["duration_s"] for s in doc["steps"]]
+    st = doc["summary"]["step_time_s"]
+    assert st["from_step"] == 1 and st["warmup_s"] == steps[0] and st["p100"] == max(steps[1:])
