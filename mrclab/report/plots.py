@@ -385,11 +385,11 @@ def ev_states(run: Run) -> Figure:
             low.step(t, column, where="post", color=EV_COLOURS.get(state, "#7f7f7f"), lw=1.5, label=state)
             worst = max(worst, *column)
     retired, revived = ev_transitions(run)
-    for moments, marker, colour, what in ((retired, "v", EV_COLOURS["ASSUMED_BAD"], "retired"),
-                                          (revived, "^", EV_COLOURS["GOOD"], "revived")):
-        if moments:
+    for moments, marker, colour, what in ((retired, "v", EV_COLOURS["ASSUMED_BAD"], "EVs to ASSUMED_BAD"),
+                                          (revived, "^", EV_COLOURS["GOOD"], "EVs back to GOOD")):
+        if moments:  # EVs, each of one connection: summary.paths counts paths, which several EVs share
             low.plot(moments, [0.93] * len(moments), ls="none", marker=marker, color=colour, ms=6, alpha=0.7,
-                     transform=low.get_xaxis_transform(), label=f"EV {what} ({len(moments)})")
+                     transform=low.get_xaxis_transform(), label=f"{what} ({len(moments)})")
     mark_events(low, r["events"], span, labels=False)
     low.set_ylim(0, max(worst, 1) * 1.25)
     low.set_xlim(0, span)
