@@ -345,9 +345,13 @@ def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], capture:
         raise UsageError("--target runs the scenario on one machine over SSH; --servers and --cluster spread it over "
                          "several from here: give one or the other")
     if dry_run:
+        from .launch import dry_run as dry_checks
+
         plan = preflight.plan(spec)
         if cluster is not None:
             plan["cluster"] = cluster.assignment.to_dict()
+        plan["checks"] = dry_checks(spec, out_dir=out_dir, target=target,
+                                    lab_here=cluster is None or cluster.servers[0] == "local")
         if as_json:
             emit_json(plan)
         else:

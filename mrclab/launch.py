@@ -88,3 +88,38 @@ def start(spec, out_dir: Path, *, console, overrides: dict[str, str], progress_j
         capture_mod.tool("dumpcap")
     return runner.run_scenario(spec, out_dir, console=console, overrides=overrides, progress_jsonl=progress_jsonl,
                                run_class=run_class)
+
+
+def dry_run(spec, *, out_dir: str | None, target: str | None, lab_here: bool = True) -> dict:
+    """What `mrclab run --dry-run` checks beyond the scenario, without building anything: the results folder, the
+    target's form (not contacted), and, for a lab here, this machine (EnvironmentNotReady, exit 3, as the run
+    would be) and the datapath `auto` picks on it."""
+    from .engines import ENGINES
+
+    checks: dict = {}
+    if target:
+        from .remote import target as target_mod
+
+        parsed = target_mod.parse(target)
+        checks["target"] = f"{target}: well-formed, not contacted (the run connects to {parsed})"
+        if out_dir:
+            checks["out"] = str(empty_out(Path(out_dir)))
+    else:
+        checks["out"] = str(results_dir(spec.name, out_dir))
+    if not ENGINES[spec.engine].lab:
+        checks["machine"] = f"engine {spec.engine} builds nothing: no lab to check"
+    elif target or not lab_here:
+        checks["machine"] = "not this one: the run builds its lab elsewhere"
+    else:
+        require_environment()
+        checks["machine"] = "can run a lab (mrclab check)"
+        if spec.datapath == "auto":
+            name, why = check_mod.auto_datapath()
+            checks["datapath"] = f"auto -> {name}: {why}"
+        else:
+            checks["datapath"] = f"{spec.datapath}, as the scenario asks"
+        others = runstate.live_runs()
+        if others:
+            checks["live_runs"] = (f"{', '.join(others[:3])}: live now; the run would wait for none and refuse to "
+                                   "start beside them (unless --allow-concurrent)")
+    return checks

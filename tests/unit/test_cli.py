@@ -296,3 +296,32 @@ def test_a_run_summary_sets_the_warm_up_apart_and_ends_with_the_next_command(tmp
     steps = [s["duration_s"] for s in doc["steps"]]
     st = doc["summary"]["step_time_s"]
     assert st["from_step"] == 1 and st["warmup_s"] == steps[0] and st["p100"] == max(steps[1:])
+
+
+@pytest.mark.parametrize("args,code,fragment", [
+    (["--out", "/proc/nope"], 2, "--out /proc/nope: is under /proc"),
+    (["--target", "bad host;rm"], 2, "--target 'bad host;rm': expected [user@]host[:port]"),
+    (["--target", "alice@lab1", "--out", "/proc/x"], 2, "--out /proc/x: is under /proc"),
+])
+def test_dry_run_checks_out_and_target_as_the_run_would(args, code, fragment):
+    """A dry run exited 0 with `--out /proc/nope` and with `--target 'bad host;rm'`: the run itself refused them."""
+    assert_one_line_error(mrclab("run", "smoke", "--dry-run", *args), code, fragment)
+
+
+def test_dry_run_says_what_it_checked_and_the_datapath_auto_picks(tmp_path):
+    sim = json.loads(mrclab("run", "smoke", "--dry-run", "--json", "--engine", "sim", "--out",
+                            str(tmp_path / "r")).stdout)["checks"]
+    assert sim == {"out": str(tmp_path / "r"), "machine": "engine sim builds nothing: no lab to check"}
+    remote = json.loads(mrclab("run", "smoke", "--dry-run", "--json", "--target", "alice@lab1:2222").stdout)
+    assert remote["checks"]["target"].startswith("alice@lab1:2222: well-formed, not contacted")
+    if os.geteuid() != 0:
+        assert_one_line_error(mrclab("run", "smoke", "--dry-run"), 3, "`mrclab check` row 'root' fails")
+        return
+    lab = mrclab("run", "smoke", "--dry-run", "--json")
+    if lab.returncode == 3:  # this machine cannot run a lab: said as the run would say it
+        assert_one_line_error(lab, 3, "cannot run a lab: `mrclab check` row")
+        return
+    checks = json.loads(lab.stdout)["checks"]
+    assert checks["machine"] == "can run a lab (mrclab check)" and checks["out"].startswith("results/smoke-")
+    assert re.fullmatch(r"auto -> (linux|ovs): .+", checks["datapath"]), checks
+    assert not (REPO / checks["out"]).exists()
