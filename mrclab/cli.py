@@ -795,6 +795,22 @@ def clean(servers: str | None, as_json: bool) -> None:
         out.print("nothing to clean")
 
 
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def ps(as_json: bool) -> None:
+    """The live mrclab runs on this machine (runs, fabrics, checks): id, runner PID, age, what, and the folder."""
+    live = runstate.live()
+    if as_json:
+        emit_json({"runs": live})
+        return
+    if not live:
+        print_lines(["no live mrclab run on this machine (a run on the simulator builds nothing and holds no lab)"])
+    for r in live:
+        print_lines(wrapped(f"{r['run_id']}  pid {r['pid']}  {r['age_s'] // 60:.0f} min {r['age_s'] % 60:.0f} s  "
+                            f"{r['what']}")
+                    + wrapped(f"{r['dir']}: {r['status']}" if r["dir"] else "(no run folder)", first=4))
+
+
 def crash_log(text: str) -> str:
     """Write a traceback to a new file no one else can have planted or redirected: created exclusively
     (mkstemp: O_EXCL, mode 0600) in root's own run-state directory, or the user's temp directory."""
