@@ -45,6 +45,31 @@ def emit_json(document) -> None:
     sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
 
 
+def completer(names):
+    """Tab completion (click's: `eval "$(_MRCLAB_COMPLETE=bash_source mrclab)"`) of `names()` that start with what
+    was typed, or of file names when none does (a scenario or topology may be a path)."""
+    def complete(ctx, param, incomplete: str):
+        from click.shell_completion import CompletionItem
+
+        matches = [name for name in names() if name.startswith(incomplete)]
+        return [CompletionItem(name) for name in matches] or [CompletionItem(incomplete, type="file")]
+    return complete
+
+
+def _scenario_names() -> list[str]:
+    from .spec import scenario as scenario_mod
+    return scenario_mod.shipped()
+
+
+def _key_paths() -> list[str]:
+    from .spec import keys
+    return [path.replace("[]", "") for path in keys.all_paths()]
+
+
+SCENARIOS = completer(_scenario_names)
+TOPOLOGIES = completer(topology_mod.shipped)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="mrclab")
 def cli() -> None:
@@ -124,7 +149,7 @@ def list_shipped(as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("key", required=False)
+@click.argument("key", required=False, shell_complete=completer(_key_paths))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def explain(key: str | None, as_json: bool) -> None:
     """What a scenario or topology key means: its kind, unit, default and an example (e.g. workload.message,
@@ -166,7 +191,7 @@ def topo() -> None:
 
 
 @topo.command("show")
-@click.argument("file")
+@click.argument("file", shell_complete=TOPOLOGIES)
 @click.option("--servers", type=click.IntRange(1, MAX_SERVERS), metavar="N",
               help="Also plan the fabric over N servers (Mininet Cluster): what each runs, which cables cross.")
 @click.option("--placement", type=click.Choice(tuple(PLACEMENTS)), help=f"How --servers places the nodes "
@@ -304,7 +329,7 @@ ENGINE_OPTION = click.option("--engine", type=click.Choice(tuple(ENGINES)), defa
 
 
 @cli.command()
-@click.argument("scenario")
+@click.argument("scenario", shell_complete=SCENARIOS)
 @click.option("--out", "out_dir", type=OUT_FOLDER, help="Results directory "
               "(default results/<name>-<UTC timestamp>/).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario key by dotted path.")
@@ -418,7 +443,7 @@ def over_servers(spec, servers: str | None, placement: str | None, cluster_file:
 
 
 @cli.command()
-@click.argument("scenario")
+@click.argument("scenario", shell_complete=SCENARIOS)
 @click.option("--grid", "grid", multiple=True, metavar="KEY=V1,V2,...",
               help="A scenario key (as --set) and the values it takes; several make a grid of every combination.")
 @click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
@@ -576,7 +601,7 @@ def compare(run_dirs: tuple[str, ...], plot_file: str, as_json: bool) -> None:
 
 
 @topo.command("verify")
-@click.argument("file")
+@click.argument("file", shell_complete=TOPOLOGIES)
 @click.option("--datapath", type=click.Choice(DATAPATHS), default="auto", show_default=True,
               help="The switches: OVS bridges, Linux SRv6 routers, or what this machine runs best.")
 @click.option("--servers", default=None, metavar="LIST",
@@ -829,7 +854,7 @@ def crash_log(text: str) -> str:
 
 def main() -> None:
     try:
-        cli.main(standalone_mode=False)
+        cli.main(standalone_mode=False, complete_var="_MRCLAB_COMPLETE")  # also as python -m mrclab
     except click.exceptions.Abort:
         err.print("mrclab: interrupted")
         sys.exit(130)

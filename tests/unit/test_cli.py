@@ -325,3 +325,16 @@ def test_dry_run_says_what_it_checked_and_the_datapath_auto_picks(tmp_path):
     assert checks["machine"] == "can run a lab (mrclab check)" and checks["out"].startswith("results/smoke-")
     assert re.fullmatch(r"auto -> (linux|ovs): .+", checks["datapath"]), checks
     assert not (REPO / checks["out"]).exists()
+
+
+@pytest.mark.parametrize("words,expected", [
+    ("mrclab ru", "plain,run"), ("mrclab run quick", "plain,quickstart"), ("mrclab sweep perm", "plain,permutation"),
+    ("mrclab topo show clos-2", "plain,clos-2p-2l-2s"), ("mrclab explain workload.mes", "plain,workload.message"),
+    ("mrclab run ./my", "file,./my"),
+])
+def test_tab_completion_of_commands_scenarios_topologies_and_keys(words, expected):
+    """click's completion: `eval "$(_MRCLAB_COMPLETE=bash_source mrclab)"` in bash."""
+    env = {**os.environ, "COMP_WORDS": words, "COMP_CWORD": str(len(words.split()) - 1),
+           "_MRCLAB_COMPLETE": "bash_complete"}
+    result = subprocess.run([sys.executable, "-m", "mrclab"], capture_output=True, text=True, cwd=REPO, env=env)
+    assert result.stdout.split() == [expected], result
