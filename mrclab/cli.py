@@ -452,16 +452,22 @@ def over_servers(spec, servers: str | None, placement: str | None, cluster_file:
 @click.option("--out", "out_dir", type=OUT_FOLDER,
               help="Sweep folder (default results/sweep-<name>-<UTC timestamp>/); give an earlier one to resume it.")
 @ENGINE_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document (the runs' rows) instead of a line.")
 def sweep(scenario: str, grid: tuple[str, ...], repeat: int, overrides: tuple[str, ...], out_dir: str | None,
-          engine: str | None) -> None:
+          engine: str | None, as_json: bool) -> None:
     """Run a grid of one scenario with repetitions; write runs.csv and summary.csv (median, 95% interval)."""
     from . import sweeps as sweep_mod
 
     overrides += (f"engine={engine}",) if engine else ()
     root, rows = sweep_mod.run(scenario, grid=grid, repeat=repeat, overrides=overrides, out_dir=out_dir,
-                               console=err, say=lambda line: err.print(escape(line), soft_wrap=True))
+                               console=None if as_json else err,
+                               say=lambda line: err.print(escape(line), soft_wrap=True))
     failed = sum(1 for r in rows if r["status"] != "completed")
-    out.print(f"sweep: {len(rows)} runs ({failed} not completed); {root / 'runs.csv'}, {root / 'summary.csv'}")
+    if as_json:
+        emit_json({"dir": str(root), "runs": rows, "runs_csv": str(root / "runs.csv"),
+                   "summary_csv": str(root / "summary.csv")})
+    else:
+        out.print(f"sweep: {len(rows)} runs ({failed} not completed); {root / 'runs.csv'}, {root / 'summary.csv'}")
     if failed:
         sys.exit(1)
 
@@ -561,11 +567,15 @@ def finish_remote(job, local: Path, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("run_dir", metavar="DIR")
-def report(run_dir: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def report(run_dir: str, as_json: bool) -> None:
     """Write DIR/report.html (self-contained) and the PNG plots of one run into DIR."""
     from .report import write_report
 
     written = write_report(run_dir)
+    if as_json:
+        emit_json({"html": str(written.html), "plots": [str(p) for p in written.pngs], "not_drawn": written.missing})
+        return
     for title, why in written.missing.items():
         err.print(f"not drawn: {title}: {why}", soft_wrap=True)
     out.print(f"report: {written.html}  ({len(written.pngs)} plots: {', '.join(p.name for p in written.pngs)})",

@@ -338,3 +338,25 @@ def test_tab_completion_of_commands_scenarios_topologies_and_keys(words, expecte
            "_MRCLAB_COMPLETE": "bash_complete"}
     result = subprocess.run([sys.executable, "-m", "mrclab"], capture_output=True, text=True, cwd=REPO, env=env)
     assert result.stdout.split() == [expected], result
+
+
+def test_every_command_the_readme_gives_json_has_it():
+    readme = (REPO / "README.md").read_text()
+    promised = readme[readme.index("`--json` prints one JSON document"):].split("\n\n")[0]
+    names = re.findall(r"`([a-z][a-z ]+?)`(?=[,: ]| \()", promised.split("(`mrclab schema")[0])
+    assert {"check", "report", "sweep", "compare", "ps", "list", "explain"} <= set(names), names
+    for name in names:
+        command = cli.cli
+        for part in name.split():
+            command = command.commands[part]
+        assert "as_json" in {p.name for p in command.params}, f"mrclab {name} has no --json"
+
+
+def test_report_json_is_one_document(tmp_path):
+    from tests.report_fixture import make_run
+
+    make_run(tmp_path / "run", kind="mrc")
+    result = mrclab("report", str(tmp_path / "run"), "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["html"] == str(tmp_path / "run" / "report.html") and doc["plots"] and isinstance(doc["not_drawn"], dict)
