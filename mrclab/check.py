@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,9 +28,9 @@ class Row:
         return {"name": self.name, "ok": self.ok, "required": self.required, "detail": self.detail, "fix": self.fix}
 
 
-def _run(cmd: list[str], timeout: float = 5.0) -> subprocess.CompletedProcess | None:
+def _run(cmd: list[str], timeout: float = 5.0, **kwargs) -> subprocess.CompletedProcess | None:
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kwargs)
     except (OSError, subprocess.TimeoutExpired):
         return None
 
@@ -233,10 +235,43 @@ def transport_build() -> Row:
                "" if ok else "make build (needs gcc and python3-dev)", required=False)
 
 
+# A new interpreter imports the transport and says which build it got, as an agent, a server's share or a run
+# over SSH does: its environment emptied, and its working directory one where `mrclab` names the checkout (as
+# ~ does for a checkout cloned to ~/mrclab), which shadows the package unless the install puts it on the path.
+_NEW_PROCESS_PROBE = "import json; from mrclab.build import running; print(json.dumps(running()))"
+
+
+def new_process_build() -> Row:
+    """The build a new process gets, against this one's: agents and remote runs are new processes, started
+    with little of this one's environment, so a build that only loads here would leave them without it."""
+    from . import build
+    here = build.running()
+    with tempfile.TemporaryDirectory(prefix="mrclab-check-") as cwd:
+        (Path(cwd) / "mrclab").symlink_to(build.PACKAGE.parent)
+        result = _run([sys.executable, "-c", _NEW_PROCESS_PROBE], timeout=30, cwd=cwd,
+                      env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    try:
+        got = json.loads(result.stdout)["build"] if result is not None and result.returncode == 0 else None
+    except (ValueError, KeyError, TypeError):
+        got = None
+    if got is None:
+        why = (result.stderr.strip().splitlines() or ["no output"])[-1] if result is not None else "did not start"
+        return Row(NEW_PROCESS_ROW, False, f"{sys.executable} in a clean environment cannot import the transport: "
+                   f"{why}", PROVISION)
+    pure_here = os.environ.get("MRCLAB_PURE") == "1"  # asked for here, and passed on to what this run starts
+    ok = got == here["build"] or pure_here
+    return Row(NEW_PROCESS_ROW, ok, f"a new interpreter in a clean environment gets the {got} build"
+               + ("" if got == here["build"] else f"; this process runs {here['build']} ({here['why']})"),
+               "" if ok else "make build")
+
+
+NEW_PROCESS_ROW = "transport in a new process"
+
+
 def rows() -> list[Row]:
     return [root(), ovs(), datapath(), ovs_sndbuf(), htb(), ebpf(), netem(),
             python_module("os_ken", "os-ken"), python_module("mininet.net", "mininet"), mnexec(), capture_tools(),
-            transport_build()]
+            transport_build(), new_process_build()]
 
 
 def first_failure(checked: list[Row]) -> Row | None:

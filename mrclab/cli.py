@@ -24,8 +24,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from . import build, runstate
 from . import check as check_mod
-from . import runstate
 from .engines import ENGINES
 from .errors import EnvironmentNotReady, ExpectationFailed, MrclabError, Terminated, UsageError
 from .launch import empty_out, override_map, require_environment, require_lab, results_dir
@@ -94,7 +94,7 @@ def check(servers: str | None, topology_ref: str, as_json: bool) -> None:
         rows += check_rows(Cluster(topology_mod.load(topology_ref), [s.strip() for s in servers.split(",")]))
     failed = check_mod.first_failure(rows)
     if as_json:
-        emit_json({"ok": failed is None, "rows": [r.to_dict() for r in rows]})
+        emit_json({"ok": failed is None, "build": build.running(), "rows": [r.to_dict() for r in rows]})
     else:
         print_check(rows)
     if failed is not None:
@@ -529,7 +529,9 @@ def run_remote(spec, overrides: tuple[str, ...], out_dir: Path | None, as_json: 
     if out_dir is not None:
         empty_out(out_dir)
     with remote.conn:
-        job_mod.check(remote)
+        difference = job_mod.check(remote)
+        if difference:  # the target runs everything itself: its build is its own affair, but worth a line
+            err.print(f"note: {difference}", soft_wrap=True, markup=False, highlight=False)
         job = job_mod.start(remote, spec, overrides)
         err.print(f"run {job.run_id} on {remote.spec} (there: {job.dir})", soft_wrap=True)
         finish_remote(job, out_dir or Path("results") / job.run_id, as_json)

@@ -108,6 +108,12 @@ python_env() {
     MRCLAB_PURE=1 .venv/bin/python -m pip install -q -e '.[test]'
     touch "$stamp"
   fi
+  # The checkout itself on the venv's path, for every process started from it: setuptools' editable finder
+  # comes after the path, so a working directory holding a folder named mrclab (the checkout, cloned to
+  # ~/mrclab, seen from ~ over SSH) would shadow the package with a namespace package, and mypyc's shared
+  # library beside the package (mrclab_transport__mypyc) would not be found.
+  pth="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/mrclab-checkout.pth"
+  [ "$(cat "$pth" 2>/dev/null)" = "$here" ] || printf '%s\n' "$here" > "$pth"
   # The compiled build (mrclab/build.py: the transport by mypyc, the agent's batched datagram I/O in C), when it
   # is missing or older than its sources.
   # MRCLAB_PURE=1 keeps the pure-Python build; so does a machine without a C compiler.

@@ -202,7 +202,10 @@ def open_remote(spec: str) -> Channel:
     conn = ssh.Connection(target_mod.parse(spec), say=lambda _line: None)
     try:
         remote = job.locate(conn)
-        job.check(remote)
+        difference = job.check(remote)
+        if difference:  # a lab's hosts on several servers must cost the same per packet wherever they run
+            raise EnvironmentNotReady(f"{difference}: servers run the runner's build (there: `make build`, or "
+                                      "MRCLAB_PURE=1 here for the pure one)")
         chan = conn.client.get_transport().open_session()
         chan.settimeout(ANSWER_TIMEOUT_S)
         chan.exec_command(shlex.join([*remote.sudo, *remote.mrclab, "cluster-server"]))

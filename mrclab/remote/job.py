@@ -24,7 +24,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__
+from .. import __version__, build
 from ..errors import EnvironmentNotReady, UsageError
 from ..progress import view
 from ..spec import topology as topology_mod
@@ -82,8 +82,9 @@ def locate(conn: Connection, *, require: bool = True) -> Remote:
     return Remote(conn, words, sudo, base_dir)
 
 
-def check(remote: Remote) -> None:
-    """Same version as here, and `mrclab check` passes there; else one line naming the fix."""
+def check(remote: Remote) -> str | None:
+    """Same version as here, and `mrclab check` passes there; else one line naming the fix. Returns the difference
+    between the transport build there and here, in one line, or None when they are the same."""
     spec = remote.spec
     version = remote.conn.run(sh(*remote.mrclab, "--version"))
     if version.code == 127 or (version.code != 0 and "not found" in version.stderr):
@@ -98,13 +99,19 @@ def check(remote: Remote) -> None:
                                   f"there with `mrclab remote setup {spec}`")
     checked = remote.conn.run(remote.as_root(*remote.mrclab, "check", "--json"), timeout=120)
     try:
-        rows = json.loads(checked.stdout)["rows"]
+        doc = json.loads(checked.stdout)
+        rows, theirs_build = doc["rows"], doc["build"]
     except (ValueError, KeyError, TypeError):
         raise EnvironmentNotReady(f"target {spec}: `mrclab check` failed there: {checked.last_line()}") from None
     failed = next((r for r in rows if r["required"] and not r["ok"]), None)
     if failed is not None:
         raise EnvironmentNotReady(f"target {spec} cannot run a lab: `mrclab check` row '{failed['name']}' fails "
                                   f"there: {failed['detail']}" + (f" (fix: {failed['fix']})" if failed["fix"] else ""))
+    ours = build.running()
+    if theirs_build["build"] == ours["build"]:
+        return None
+    return (f"target {spec} runs the {theirs_build['build']} transport build ({theirs_build['why']}), this mrclab the "
+            f"{ours['build']} one ({ours['why']})")
 
 
 @dataclass

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import subprocess
 import sys
 import time
 
 import pytest
 
+from mrclab import build
 from mrclab.cluster.tunnel import underlay_mtu
 from mrclab.runstate import STATE_DIR
 from mrclab.spec import topology
@@ -74,6 +76,28 @@ def test_topo_verify_over_two_servers_reached_by_ssh(tmp_path, leftovers):
     finally:
         servers.close()
     assert leftovers(servers.state.prefix, servers.state.processes) == []
+
+
+def test_a_server_on_another_build_than_the_runner_is_named(tmp_path):
+    """Every host of a lab over servers costs the same per packet: a server on another transport build than the
+    runner fails its row of `mrclab check --servers`, which names both builds and the fix."""
+    if build.running()["build"] != "compiled":
+        pytest.skip("this mrclab runs the pure build: a server's pure build is the same")
+    servers = NamespaceServers(TOPO.mtu)
+    try:
+        sshd = servers.sshd(1, tmp_path / "sshd")
+        env = servers.runner_env(tmp_path / "home")
+        command = shlex.split(env["MRCLAB_REMOTE_COMMAND"])
+        env["MRCLAB_REMOTE_COMMAND"] = shlex.join(["env", "MRCLAB_PURE=1", *command[1:]])
+        done = subprocess.run([*servers.enter(0), sys.executable, "-m", "mrclab", "check", "--servers",
+                               f"local,{sshd.target}", "--topology", TOPO.name, "--json"], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 3, done.stderr
+        row = next(r for r in json.loads(done.stdout)["rows"] if r["name"] == f"server {sshd.target}")
+        assert not row["ok"] and "runs the pure transport build (MRCLAB_PURE=1)" in row["detail"], row
+        assert "the compiled one" in row["detail"] and "make build" in row["detail"], row
+    finally:
+        servers.close()
 
 
 def test_a_runner_killed_mid_build_leaves_nothing_on_either_server(tmp_path, leftovers):

@@ -3,6 +3,7 @@ one, its mrclab this checkout."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import signal
 import socket
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mrclab import __version__
+from mrclab import __version__, build
 from tests.conftest import REPO
 from tests.integration.test_run import check_schema
 from tests.sshd import SSHD, Sshd, free_port, keygen, mrclab, one_line_exit_3
@@ -86,12 +87,21 @@ def started_job(sshd: Sshd, proc) -> Path:
         time.sleep(0.1)
 
 
+def pure_there(sshd: Sshd) -> str:
+    """The remote mrclab on the pure build, whatever this one runs."""
+    return shlex.join(["env", "MRCLAB_PURE=1", f"MRCLAB_STATE_DIR={sshd.root}/state", sys.executable, "-m", "mrclab"])
+
+
 def test_a_dropped_session_does_not_stop_the_run(sshd, tmp_path, leftovers):
+    """The target runs the pure build: a difference from this one's is named in a line, and the run goes on."""
     proc = mrclab(sshd, "run", "scenarios/smoke.yaml", "--target", sshd.target, "--out", str(tmp_path / "r"),
-                  "--set", "workload.steps=300", "--set", "events=[]", "--set", "expect={}")
+                  "--set", "workload.steps=300", "--set", "events=[]", "--set", "expect={}", command=pure_there(sshd))
     job = started_job(sshd, proc)
     proc.kill()  # the client dies, and its SSH connection with it
-    proc.communicate()
+    _, stderr = proc.communicate()
+    if build.running()["build"] == "compiled":
+        assert f"note: target {sshd.target} runs the pure transport build (MRCLAB_PURE=1), this mrclab the " \
+               "compiled one" in stderr, stderr
     assert not (job / "exit_code").exists()
     fetch = mrclab(sshd, "remote", "fetch", sshd.target, job.name, "--out", str(tmp_path / "later"), "--json")
     stdout, stderr = fetch.communicate(timeout=120)

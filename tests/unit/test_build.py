@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from mrclab import build
+from mrclab import build, check
 
 REPORT = "import json; from mrclab import build; print(json.dumps(build.running()))"
 
@@ -65,3 +65,18 @@ def test_without_the_batched_io_the_whole_build_is_pure(tmp_path):
     out = subprocess.run([sys.executable, "-c", "from mrclab.agent import batchio; print(batchio.default().name)"],
                          capture_output=True, text=True, check=True, env=env, cwd=copy)
     assert out.stdout.strip() == "sendto/recvmsg"
+
+
+def test_a_new_process_gets_the_build_this_one_runs():
+    """`mrclab check`'s row: a new interpreter with an empty environment, from a folder where `mrclab` names the
+    checkout, imports the transport (as an agent or a run over SSH does)."""
+    row = check.new_process_build()
+    assert row.ok and row.required, row.detail
+    assert f"gets the {build.running()['build'] if os.environ.get('MRCLAB_PURE') != '1' else ''}" in row.detail
+
+
+def test_a_new_process_that_cannot_import_the_transport_fails_the_row(monkeypatch):
+    """An interpreter without mrclab on its path (the system's) stands for an install a new process cannot load."""
+    monkeypatch.setattr(sys, "executable", shutil.which("python3", path="/usr/bin") or "/usr/bin/python3")
+    row = check.new_process_build()
+    assert not row.ok and row.required and "cannot import the transport: ImportError" in row.detail, row.detail
