@@ -166,6 +166,7 @@ class Section:
     when: tuple[str, ...] = ()
     example: Any = UNSET
     default_text: str = ""
+    shared: bool = False  # its keys appear in more than one place (a JSON Schema writes them once)
 
     def __getitem__(self, name: str) -> Key:
         """The row `name` (for a key with one row per discriminator value, the first)."""
@@ -282,7 +283,8 @@ def transport_options() -> Section:
                         default_text="set from the host links" if f.name in from_links
                         else _option_default(f.default, unit)))
     return Section("transport_options", "Knobs of the MRC transport (mrc, single-path, roce; tcp takes none); "
-                   "docs/transport.md says why each exists.", tuple(rows), default_text="none (the defaults)")
+                   "docs/transport.md says why each exists.", tuple(rows), default_text="none (the defaults)",
+                   shared=True)
 
 
 def _option_default(default: Any, unit: str) -> str:
@@ -294,10 +296,19 @@ def _option_default(default: Any, unit: str) -> str:
 
 
 def _workload(name: str, many: bool) -> Section:
-    d_name = "the pattern" + ("-<index>" if many else "")
     return Section(name, "A list of workloads that run at the same time, each on QPs of its own." if many else
-                   "What the hosts send: a collective of steps, or a stream.", (
-        Key("name", NAME_KIND, "Names the workload in results (unique in a run).", "victim", default_text=d_name),
+                   "What the hosts send: a collective of steps, or a stream.", _workload_keys(), many=many,
+                   discriminator="pattern", shared=True,
+                   example=[{"name": "incast", "pattern": "incast", "hosts": ["h0", "h1", "h2"], "receiver": "h0"}]
+                   if many else {"pattern": "ring-allreduce", "message": "1MiB", "steps": 30})
+
+
+@cache
+def _workload_keys() -> tuple[Key | Section, ...]:
+    """A workload's keys: the same under `workload` and in each item of `workloads`."""
+    return (
+        Key("name", NAME_KIND, "Names the workload in results (unique in a run).", "victim",
+            default_text="the pattern (in workloads: the pattern-<index>)"),
         Key("pattern", choice_kind(PATTERNS), "What each step sends, or a stream of transfers.", "ring-allreduce",
             default=REQUIRED),
         Key("connections", integer_kind(1, MAX_CONNECTIONS), "QPs per ordered pair; a collective's transfer is "
@@ -324,9 +335,7 @@ def _workload(name: str, many: bool) -> Section:
         Key("bin", DURATION, "Throughput is measured in bins this long (at least 1 ms).", "100ms",
             default="100ms", when=(STREAM,)),
         Key("bidirectional", BOOLEAN, "Each pair streams both ways.", True, default=False, when=(STREAM,)),
-    ), many=many, discriminator="pattern",
-        example=[{"name": "incast", "pattern": "incast", "hosts": ["h0", "h1", "h2"], "receiver": "h0"}] if many
-        else {"pattern": "ring-allreduce", "message": "1MiB", "steps": 30})
+    )
 
 
 def _event() -> Section:

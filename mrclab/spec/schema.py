@@ -20,10 +20,23 @@ def _description(row: Key | Section) -> str:
     return f"{row.meaning}{unit} Default: {default_text(row)}."
 
 
-def _row(row: Key | Section) -> dict[str, Any]:
+class _Defs(dict):
+    """Sections that appear more than once (the transport options of a scenario and of each workload), each
+    written once under `$defs` and referred to."""
+
+    def ref(self, section: Section, body) -> dict[str, Any]:
+        name = next((n for n, (keys, _) in self.items() if keys is section.keys), None)
+        if name is None:
+            name = section.name
+            self[name] = (section.keys, None)
+            self[name] = (section.keys, body(section))
+        return {"$ref": f"#/$defs/{name}"}
+
+
+def _row(row: Key | Section, defs: _Defs) -> dict[str, Any]:
     if isinstance(row, Key):
         return {**row.kind.schema, "description": _description(row)}
-    item = _section(row)
+    item = defs.ref(row, lambda s: _section(s, defs)) if row.shared else _section(row, defs)
     if row.many:
         item = {"type": "array", "minItems": 1 if row.name == "workloads" else 0, "items": item}
     if row.also:
@@ -31,13 +44,13 @@ def _row(row: Key | Section) -> dict[str, Any]:
     return {**item, "description": _description(row)}
 
 
-def _section(section: Section) -> dict[str, Any]:
+def _section(section: Section, defs: _Defs) -> dict[str, Any]:
     """An object of the section's keys; a key with one row for each value of the discriminator is checked by
     that value, and a key only some values take is refused under the others."""
     properties: dict[str, Any] = {}
     for row in section.keys:
         rows = [k for k in section.keys if k.name == row.name]
-        properties[row.name] = _row(row) if len(rows) == 1 else {
+        properties[row.name] = _row(row, defs) if len(rows) == 1 else {
             "description": " / ".join(dict.fromkeys(_description(k) for k in rows))}
     out: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
     required = [k.name for k in section.keys if isinstance(k, Key) and k.required and not k.when]
@@ -50,7 +63,7 @@ def _section(section: Section) -> dict[str, Any]:
             rows = [k for k in section.keys if k.when and value in k.when]
             then: dict[str, Any] = {"propertyNames": {"enum": list(section.names(value))}}
             if rows:
-                then["properties"] = {k.name: _row(k) for k in rows}
+                then["properties"] = {k.name: _row(k, defs) for k in rows}
                 needed = [k.name for k in rows if isinstance(k, Key) and k.required]
                 if needed:
                     then["required"] = needed
@@ -64,6 +77,8 @@ def _section(section: Section) -> dict[str, Any]:
 
 def schema(file: str) -> dict[str, Any]:
     """The JSON Schema of a `scenario` or `topology` file."""
-    section = FILES[file]
+    section, defs = FILES[file], _Defs()
+    body = _section(section, defs)
     return {"$schema": DRAFT, "$id": ID.format(file=file), "title": f"mrclab {file} file",
-            "description": section.meaning, **_section(section)}
+            "description": section.meaning, **body,
+            **({"$defs": {name: made for name, (_, made) in defs.items()}} if defs else {})}

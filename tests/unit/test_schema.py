@@ -19,19 +19,22 @@ SCENARIOS, TOPOLOGIES = (jsonschema.Draft202012Validator(s) for s in (SCENARIO_S
 SCHEMA_LINE = re.compile(r"^# yaml-language-server: \$schema=(\S+)$")
 
 
-def schema_paths(node: dict, path: str = "") -> set[str]:
+def schema_paths(node: dict, path: str = "", root: dict | None = None) -> set[str]:
     """Every key path the schema names: properties, conditional ones, and a list's items as `name[]`."""
+    root = root or node
+    if "$ref" in node:
+        node = {**node, **root["$defs"][node["$ref"].removeprefix("#/$defs/")]}
     out: set[str] = set()
     for name, sub in node.get("properties", {}).items():
-        out |= {f"{path}{name}"} | schema_paths(sub, f"{path}{name}.")
+        out |= {f"{path}{name}"} | schema_paths(sub, f"{path}{name}.", root)
     for name in node.get("propertyNames", {}).get("enum", []):
         out.add(f"{path}{name}")
     for rule in node.get("allOf", []):
-        out |= schema_paths(rule.get("then", {}), path)
+        out |= schema_paths(rule.get("then", {}), path, root)
     for alternative in node.get("anyOf", []):
-        out |= schema_paths(alternative, path)
+        out |= schema_paths(alternative, path, root)
     if "items" in node:
-        out |= schema_paths(node["items"], path[:-1] + "[].")
+        out |= schema_paths(node["items"], path[:-1] + "[].", root)
     return out
 
 
