@@ -106,11 +106,11 @@ def print_check(rows: list[check_mod.Row]) -> None:
     own, wrapped at spaces within 80 columns (a command in a fix is never cut), continuation lines indented."""
     for r in rows:
         status, colour = ("ok", "green") if r.ok else ("missing", "red") if r.required else ("optional", "yellow")
-        head = wrapped(f"{r.name}: {status}: {r.detail}")
-        head[0] = head[0].replace(f"{r.name}: {status}:", f"[bold]{escape(r.name)}[/]: [{colour}]{status}[/]:", 1)
-        fix = wrapped(f"fix: {r.fix}", indent=4, first=4) if not r.ok and r.fix else []
-        for i, line in enumerate(head + fix):
-            out.print(line if i == 0 else escape(line), highlight=False, soft_wrap=True)
+        lines = [escape(line) for line in wrapped(f"{r.name}: {status}: {r.detail}")]
+        lines[0] = f"[bold]{escape(r.name)}[/]: [{colour}]{status}[/]:" + lines[0][len(escape(f"{r.name}: {status}:")):]
+        lines += [escape(line) for line in wrapped(f"fix: {r.fix}", indent=4, first=4)] if not r.ok and r.fix else []
+        for line in lines:
+            out.print(line, highlight=False, soft_wrap=True)
 
 
 WIDTH = 80
