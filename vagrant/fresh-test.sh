@@ -6,7 +6,10 @@
 # pivot_root (a chroot is not enough: Mininet's processes enter the hosts' mount namespaces and so
 # would leave a chroot), with a private /run and /tmp. The machine's CA certificates, its apt
 # settings and pip's `cert` setting are copied in, so packages install as on the machine itself.
-# Everything started inside dies with the PID namespace. Not in CI: it takes minutes.
+# Everything started inside dies with the PID namespace; afterwards the script checks that nothing of it is left
+# on this machine (processes, mounts, namespaces, bridges, interfaces) and that no remote or cluster test was
+# skipped in there. The root is removed when all passed (FRESH_KEEP=1 keeps it), kept for inspection when not,
+# until the next run. `.ci/run` runs it after `make test`.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 [ "$(id -u)" -eq 0 ] || { echo "fresh-test: run as root" >&2; exit 3; }
@@ -17,6 +20,26 @@ root="$work/root-$stamp"
 log="$work/fresh-test-$stamp.log"
 mkdir -p "$work"
 chmod 700 "$work"
+started=$(date +%s)
+in_use() {  # a process runs with its root there (another fresh-test still running)
+  for proc in /proc/[0-9]*; do
+    case "$(readlink "$proc/root" 2>/dev/null)" in "$1"|"$1"/*) return 0 ;; esac
+  done
+  return 1
+}
+for old in "$work"/root-*; do  # the last run's root, kept because it failed: its log stays
+  if [ -d "$old" ] && ! in_use "$old"; then rm -rf --one-file-system "$old"; fi
+done
+
+# What this machine has before, to find what the run leaves behind (a fresh root's everything lives in
+# namespaces of its own: none of it may outlive them).
+host_state() {
+  { ip netns list 2>/dev/null | awk '{print "namespace " $1}'
+    ovs-vsctl --timeout=2 list-br 2>/dev/null | sed 's/^/bridge /'
+    ip -o link show 2>/dev/null | awk -F': ' '{print "interface " $2}' | sed 's/@.*//'
+  } | sort
+}
+before=$(host_state)
 
 if ! command -v debootstrap >/dev/null; then
   echo "fresh-test: installing debootstrap"
@@ -85,7 +108,31 @@ umount -l /.old-root
 rmdir /.old-root
 exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
   TERM="${TERM:-dumb}" bash -c "$inside"  # a clean environment: nothing of this machine but the copied files
-' fresh-test "$root" "$inside" 2>&1 | tee "$log"
-status=${PIPESTATUS[0]}
-echo "fresh-test: exit $status; log $log; root left at $root (remove it with rm -rf)"
+' fresh-test "$root" "$inside" 2>&1 | tee "$log" && status=0 || status=$?  # (pipefail: unshare's)
+
+# Nothing of the root may be left: no process running in it, no mount in it, no namespace, bridge or interface.
+left=()
+for proc in /proc/[0-9]*; do
+  case "$(readlink "$proc/root" 2>/dev/null)" in "$root"|"$root"/*) left+=("process ${proc#/proc/}: $(tr '\0' ' ' <"$proc/cmdline")") ;; esac
+done
+while read -r _ _ _ _ point _; do
+  case "$point" in "$root"|"$root"/*) left+=("mount $point") ;; esac
+done </proc/self/mountinfo
+while read -r line; do left+=("$line"); done < <(comm -13 <(echo "$before") <(host_state))
+if [ "${#left[@]}" -gt 0 ]; then
+  printf 'fresh-test: left behind on this machine: %s\n' "${left[@]}" | tee -a "$log"
+  status=1
+fi
+# The remote and cluster tests must have run there, not skipped.
+if skipped=$(grep -E '^SKIPPED .*tests/integration/test_(remote|cluster)' "$log"); then
+  printf 'fresh-test: remote or cluster tests were skipped on the fresh root:\n%s\n' "$skipped" | tee -a "$log"
+  status=1
+fi
+took=$(( $(date +%s) - started ))
+if [ "$status" -eq 0 ] && [ -z "${FRESH_KEEP:-}" ]; then
+  rm -rf --one-file-system "$root"
+  echo "fresh-test: ok after ${took} s; log $log"
+else
+  echo "fresh-test: exit $status after ${took} s; log $log; root left at $root (the next run removes it)"
+fi
 exit "$status"
