@@ -167,6 +167,7 @@ class Section:
     example: Any = UNSET
     default_text: str = ""
     shared: bool = False  # its keys appear in more than one place (a JSON Schema writes them once)
+    required: bool = False
 
     def __getitem__(self, name: str) -> Key:
         """The row `name` (for a key with one row per discriminator value, the first)."""
@@ -372,7 +373,7 @@ SCENARIO = Section("scenario", "One experiment: a fabric, a transport, a workloa
         f"{e.name}: {e.summary}" for e in engines.ENGINES.values()) + ".", "sim", default=engines.DEFAULT),
     dataclasses.replace(TOPOLOGY, also=(TOPOLOGY_REF,), example="clos-4p-4l-4s", meaning=(
         "The fabric: a shipped topology's name (`mrclab list`), a path to a topology file, or the mapping itself."),
-        default_text=""),
+        required=True),
     Key("routing", choice_kind(tuple(routing_mod.ROUTINGS)), "How the switches route: " + "; ".join(
         f"{r.name}: {r.summary}" for r in routing_mod.ROUTINGS.values()) + ".", "ecmp-reconverge",
         default=routing_mod.DEFAULT),
@@ -434,6 +435,8 @@ def all_paths() -> list[str]:
 
 def default_text(row: Key | Section) -> str:
     """The default as `explain` says it."""
+    if isinstance(row, Section) and row.required:
+        return "none: required"
     if isinstance(row, Section) or row.default is UNSET:
         return row.default_text or "none"
     if row.default is REQUIRED:

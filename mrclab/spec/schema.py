@@ -53,7 +53,7 @@ def _section(section: Section, defs: _Defs) -> dict[str, Any]:
         properties[row.name] = _row(row, defs) if len(rows) == 1 else {
             "description": " / ".join(dict.fromkeys(_description(k) for k in rows))}
     out: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
-    required = [k.name for k in section.keys if isinstance(k, Key) and k.required and not k.when]
+    required = [k.name for k in section.keys if k.required and not k.when]
     if required:
         out["required"] = required
     rules: list[dict[str, Any]] = []

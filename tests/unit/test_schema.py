@@ -181,3 +181,13 @@ def test_schema_and_loader_both_refuse_a_wrong_key_or_kind(tmp_path, path, value
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
     with pytest.raises(scenario_mod.UsageError):
         scenario_mod.load(tmp_path / "s.yaml")
+
+
+def test_schema_and_loader_both_require_a_topology_and_a_workload(tmp_path):
+    for missing in ("topology", "workload"):
+        data = {k: v for k, v in EVERY_KEY[0].items() if k != missing}
+        with pytest.raises(jsonschema.ValidationError):
+            SCENARIOS.validate(data)
+        (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+        with pytest.raises(scenario_mod.UsageError):
+            scenario_mod.load(tmp_path / "s.yaml")
