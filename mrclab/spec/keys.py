@@ -249,7 +249,8 @@ def option_meanings() -> dict[str, str]:
     for node, after in zip(body, body[1:], strict=False):
         if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
                 and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
-            meanings[node.target.id] = " ".join(after.value.value.split())
+            text_ = " ".join(after.value.value.split()).replace("``", "`")
+            meanings[node.target.id] = re.sub(r":\w+:`~?(?:[\w.]+\.)?([^`]+)`", r"`\1`", text_)  # Sphinx roles
     return meanings
 
 
