@@ -5,7 +5,7 @@ PY := .venv/bin/python
 MRCLAB := .venv/bin/mrclab
 LAB ?= scenarios/quickstart.yaml
 
-.PHONY: proto build paper paper-quick setup venv lab test unit lint typecheck integration bench clean check fresh-test screenshots vm-setup vm-build vm-test vagrant-setup vagrant-box vagrant-test
+.PHONY: proto schema build paper paper-quick setup venv lab test unit lint typecheck integration bench clean check fresh-test screenshots vm-setup vm-build vm-test vagrant-setup vagrant-box vagrant-test
 
 setup:
 	@bash vagrant/provision.sh
@@ -36,6 +36,12 @@ build: setup
 
 unit: venv
 	$(PY) -m pytest -q tests/unit
+
+# the JSON Schemas editors read (the files' first lines name them), made from mrclab/spec/keys.py; a test checks
+# they are current
+schema: venv
+	$(MRCLAB) schema scenario > scenarios/scenario.schema.json
+	$(MRCLAB) schema topology > topologies/topology.schema.json
 
 # pyproject.toml says what is checked and how
 lint: venv

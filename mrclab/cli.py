@@ -9,9 +9,11 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import signal
 import sys
 import tempfile
+import textwrap
 import time
 import traceback
 from pathlib import Path
@@ -26,6 +28,7 @@ from . import build, runstate
 from . import check as check_mod
 from .engines import ENGINES
 from .errors import EnvironmentNotReady, ExpectationFailed, MrclabError, Terminated, UsageError
+from .launch import empty_out, override_map, require_environment, require_lab, results_dir
 from .metrics import expectations
 from .placements import DEFAULT as PLACEMENT_DEFAULT
 from .placements import PLACEMENTS
@@ -43,12 +46,29 @@ def emit_json(document) -> None:
     sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
 
 
-def require_environment() -> None:
-    """Exit 3 naming the first failing `mrclab check` row, before anything is built."""
-    failed = check_mod.first_failure(check_mod.rows())
-    if failed is not None:
-        raise EnvironmentNotReady(f"cannot run a lab: `mrclab check` row '{failed.name}' fails: {failed.detail}"
-                                  + (f" (fix: {failed.fix})" if failed.fix else ""))
+def completer(names):
+    """Tab completion (click's: `eval "$(_MRCLAB_COMPLETE=bash_source mrclab)"`) of `names()` that start with what
+    was typed, or of file names when none does (a scenario or topology may be a path)."""
+    def complete(ctx, param, incomplete: str):
+        from click.shell_completion import CompletionItem
+
+        matches = [name for name in names() if name.startswith(incomplete)]
+        return [CompletionItem(name) for name in matches] or [CompletionItem(incomplete, type="file")]
+    return complete
+
+
+def _scenario_names() -> list[str]:
+    from .spec import scenario as scenario_mod
+    return scenario_mod.shipped()
+
+
+def _key_paths() -> list[str]:
+    from .spec import keys
+    return [path.replace("[]", "") for path in keys.all_paths()]
+
+
+SCENARIOS = completer(_scenario_names)
+TOPOLOGIES = completer(topology_mod.shipped)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -83,23 +103,87 @@ def check(servers: str | None, topology_ref: str, as_json: bool) -> None:
 
 
 def print_check(rows: list[check_mod.Row]) -> None:
-    """A table on a terminal; piped or redirected, one line a row (`name: status: detail; fix: ...`), which no
-    width folds into fragments and grep reads whole."""
-    statuses = [("ok", "green") if r.ok else ("missing", "red") if r.required else ("optional", "yellow")
-                for r in rows]
-    if not out.is_terminal:
-        for r, (status, _) in zip(rows, statuses, strict=True):
-            out.print(f"{r.name}: {status}: {r.detail}" + (f"; fix: {r.fix}" if not r.ok and r.fix else ""),
-                      soft_wrap=True, markup=False, highlight=False)
+    """One row a block, on a terminal and piped alike: `name: status: detail`, then `fix: ...` on a line of its
+    own, wrapped at spaces within 80 columns (a command in a fix is never cut), continuation lines indented."""
+    for r in rows:
+        status, colour = ("ok", "green") if r.ok else ("missing", "red") if r.required else ("optional", "yellow")
+        lines = [escape(line) for line in wrapped(f"{r.name}: {status}: {r.detail}")]
+        lines[0] = f"[bold]{escape(r.name)}[/]: [{colour}]{status}[/]:" + lines[0][len(escape(f"{r.name}: {status}:")):]
+        lines += [escape(line) for line in wrapped(f"fix: {r.fix}", indent=4, first=4)] if not r.ok and r.fix else []
+        for line in lines:
+            out.print(line, highlight=False, soft_wrap=True)
+
+
+WIDTH = 80
+"""What every table and line of text the CLI prints fits, whatever the terminal: 80 columns."""
+
+
+def wrapped(text: str, *, indent: int = 4, first: int = 0) -> list[str]:
+    """`text` in lines of at most WIDTH columns, broken at spaces only (a command or a path stays whole, even if
+    it alone is wider), lines after the first indented."""
+    return textwrap.wrap(text, min(out.width, WIDTH), initial_indent=" " * first, subsequent_indent=" " * indent,
+                         break_long_words=False, break_on_hyphens=False) or [""]
+
+
+_TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$", re.MULTILINE)
+
+
+def print_fitted(renderable) -> None:
+    """A table (or anything rich draws) at most WIDTH columns wide, without the spaces it pads lines with."""
+    with out.capture() as captured:
+        out.print(renderable, width=min(out.width, WIDTH))
+    out.file.write(_TRAILING.sub(r"\1", captured.get()))
+    out.file.flush()
+
+
+@cli.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def list_shipped(as_json: bool) -> None:
+    """The shipped scenarios and topologies, one line each."""
+    from . import catalog
+
+    doc = catalog.shipped()
+    if as_json:
+        emit_json(doc)
+    else:
+        print_lines(catalog.list_lines(doc))
+
+
+@cli.command()
+@click.argument("key", required=False, shell_complete=completer(_key_paths))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def explain(key: str | None, as_json: bool) -> None:
+    """What a scenario or topology key means: its kind, unit, default and an example (e.g. workload.message,
+    links.queue, events.action, transport_options.hold_window); without KEY, every key."""
+    from . import catalog
+
+    if key is None:
+        if as_json:
+            emit_json({"keys": catalog.keys.all_paths()})
+        else:
+            print_lines(catalog.index_lines())
         return
-    table = Table(title="mrclab check", box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("requirement", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("detail", overflow="fold", ratio=3)
-    table.add_column("fix", overflow="fold", ratio=2)
-    for r, (status, colour) in zip(rows, statuses, strict=True):
-        table.add_row(escape(r.name), f"[{colour}]{status}[/]", escape(r.detail), "" if r.ok else escape(r.fix))
-    out.print(table)
+    entries = catalog.explain(key)
+    if as_json:
+        emit_json({"entries": entries})
+    else:
+        print_lines(catalog.explain_lines(entries))
+
+
+@cli.command()
+@click.argument("file", type=click.Choice(("scenario", "topology")), default="scenario")
+def schema(file: str) -> None:
+    """The JSON Schema of scenario (or topology) files, generated from the key table: save it where your editor
+    looks, e.g. for the YAML language server a first line `# yaml-language-server: $schema=PATH`."""
+    from .spec.schema import schema as make
+
+    emit_json(make(file))
+
+
+def print_lines(lines: list[str]) -> None:
+    """Plain text, as it is (no markup, no wrapping beyond the lines' own)."""
+    for line in lines:
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @cli.group()
@@ -161,7 +245,7 @@ def topo() -> None:
 
 
 @topo.command("show")
-@click.argument("file")
+@click.argument("file", shell_complete=TOPOLOGIES)
 @click.option("--servers", type=click.IntRange(1, MAX_SERVERS), metavar="N",
               help="Also plan the fabric over N servers (Mininet Cluster): what each runs, which cables cross.")
 @click.option("--placement", type=click.Choice(tuple(PLACEMENTS)), help=f"How --servers places the nodes "
@@ -209,7 +293,7 @@ def topo_show(file: str, servers: int | None, placement: str | None, as_json: bo
                          for kind, key in (("host", "host"), ("leaf-spine", "fabric"))),
                        ("example path", f"h0 -> {t.host_names[-1]} via p0s0: {doc['example_path']['address']}")):
         table.add_row(key, str(value))
-    out.print(table)
+    print_fitted(table)
     if assignment:
         print_assignment(assignment)
 
@@ -224,7 +308,7 @@ def print_assignment(assignment) -> None:
         table.add_column(column, justify="right" if column == "agents" else "left", overflow="fold")
     for share in assignment.shares:
         table.add_row(share.server, fold(share.leaves), fold(share.spines), fold(share.hosts), str(share.agents))
-    out.print(table)
+    print_fitted(table)
 
 
 def fold(names: tuple[str, ...]) -> str:
@@ -283,9 +367,6 @@ def reach(target: str, identity: str | None, known_hosts: str | None, accept_new
         raise
 
 
-PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
-
-
 class _OutFolder(click.Path):
     """An `--out` folder: an empty name is refused (it would mean the default folder, which nobody typed)."""
 
@@ -301,32 +382,8 @@ ENGINE_OPTION = click.option("--engine", type=click.Choice(tuple(ENGINES)), defa
                                   "sim the same scenario in simulated time.")
 
 
-def empty_out(path: Path, option: str = "--out") -> Path:
-    """A folder results may go into: new, or empty and ours; never through a symbolic link; on a real file
-    system that takes writes. Checked before anything is built, so a bad folder costs no lab."""
-    if path.is_symlink():
-        raise UsageError(f"{option} {path}: is a symbolic link; give the directory itself")
-    absolute = Path(os.path.abspath(path))
-    if any(absolute == root or root in absolute.parents for root in PSEUDO_FILE_SYSTEMS):
-        raise UsageError(f"{option} {path}: is under {absolute.parts[1] and '/' + absolute.parts[1]}, not a real "
-                         "file system; give a folder on disk")
-    if path.exists():
-        if not path.is_dir() or any(path.iterdir()):
-            raise UsageError(f"{option} {path}: exists and is not an empty directory")
-        if path.stat().st_uid != os.geteuid():
-            raise UsageError(f"{option} {path}: belongs to another user")
-    existing = next(p for p in (absolute, *absolute.parents) if p.exists())
-    if not existing.is_dir():
-        raise UsageError(f"{option} {path}: {existing} is a file, not a folder")
-    if os.statvfs(existing).f_flag & os.ST_RDONLY:
-        raise UsageError(f"{option} {path}: {existing} is on a read-only file system")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"{option} {path}: {existing} is not writable by this user")
-    return path
-
-
 @cli.command()
-@click.argument("scenario")
+@click.argument("scenario", shell_complete=SCENARIOS)
 @click.option("--out", "out_dir", type=OUT_FOLDER, help="Results directory "
               "(default results/<name>-<UTC timestamp>/).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario key by dotted path.")
@@ -367,9 +424,13 @@ def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], capture:
         raise UsageError("--target runs the scenario on one machine over SSH; --servers and --cluster spread it over "
                          "several from here: give one or the other")
     if dry_run:
+        from .launch import dry_run as dry_checks
+
         plan = preflight.plan(spec)
         if cluster is not None:
             plan["cluster"] = cluster.assignment.to_dict()
+        plan["checks"] = dry_checks(spec, out_dir=out_dir, target=target,
+                                    lab_here=cluster is None or cluster.servers[0] == "local")
         if as_json:
             emit_json(plan)
         else:
@@ -391,19 +452,15 @@ def run(scenario: str, out_dir: str | None, overrides: tuple[str, ...], capture:
 def run_here(spec, overrides: tuple[str, ...], target_dir: Path, *, as_json: bool, progress_jsonl: str | None,
              allow_concurrent: bool, cluster) -> None:
     """`mrclab run` from this machine: here, or over `cluster`'s servers."""
-    from . import capture as capture_mod
-    from . import runner
+    from .launch import start
 
-    if ENGINES[spec.engine].lab and (cluster is None or cluster.servers[0] == "local"):
-        require_lab(allow_concurrent)
-    if spec.capture.on:
-        capture_mod.tool("dumpcap")
     run_class = None
     if cluster is not None:
         from .cluster.run import ClusterRun
         run_class = functools.partial(ClusterRun, cluster=cluster)
-    doc = runner.run_scenario(spec, target_dir, console=None if as_json else err, overrides=override_map(overrides),
-                              progress_jsonl=Path(progress_jsonl) if progress_jsonl else None, run_class=run_class)
+    doc = start(spec, target_dir, console=None if as_json else err, overrides=override_map(overrides),
+                progress_jsonl=Path(progress_jsonl) if progress_jsonl else None, allow_concurrent=allow_concurrent,
+                run_class=run_class, lab_here=cluster is None or cluster.servers[0] == "local")
     if as_json:
         emit_json({**doc, "dir": str(target_dir)})
     else:
@@ -439,18 +496,8 @@ def over_servers(spec, servers: str | None, placement: str | None, cluster_file:
     return cluster
 
 
-def require_lab(allow_concurrent: bool = False) -> None:
-    """The machine can run a lab, and no other run is using it (unless the user allows it)."""
-    require_environment()
-    others = runstate.live_runs()
-    if others and not allow_concurrent:
-        raise EnvironmentNotReady(f"another mrclab run is live on this machine ({', '.join(others[:3])}): two labs "
-                                  "share the CPU and neither measures the emulated network alone; wait for it, or "
-                                  "pass --allow-concurrent (both runs' fidelity is then not ok)")
-
-
 @cli.command()
-@click.argument("scenario")
+@click.argument("scenario", shell_complete=SCENARIOS)
 @click.option("--grid", "grid", multiple=True, metavar="KEY=V1,V2,...",
               help="A scenario key (as --set) and the values it takes; several make a grid of every combination.")
 @click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
@@ -459,39 +506,22 @@ def require_lab(allow_concurrent: bool = False) -> None:
 @click.option("--out", "out_dir", type=OUT_FOLDER,
               help="Sweep folder (default results/sweep-<name>-<UTC timestamp>/); give an earlier one to resume it.")
 @ENGINE_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document (the runs' rows) instead of a line.")
 def sweep(scenario: str, grid: tuple[str, ...], repeat: int, overrides: tuple[str, ...], out_dir: str | None,
-          engine: str | None) -> None:
+          engine: str | None, as_json: bool) -> None:
     """Run a grid of one scenario with repetitions; write runs.csv and summary.csv (median, 95% interval)."""
-    from . import sweep as sweep_mod
-    from .spec import scenario as scenario_mod
+    from . import sweeps as sweep_mod
 
     overrides += (f"engine={engine}",) if engine else ()
-
-    base = scenario_mod.load(scenario, list(overrides))
-    plan = sweep_mod.Plan(str(scenario_mod.resolve_path(scenario)), sweep_mod.Grid.parse(list(grid)), repeat,
-                          tuple(overrides), base.seed)
-    plan.check()
-    text = Path(plan.scenario).read_text()
-    root = Path(out_dir) if out_dir else results_dir(f"sweep-{base.name}", None)
-    record = root / "sweep.json"
-    if record.is_file() and not record.is_symlink():
-        if json.loads(record.read_text()) != plan.to_dict(text):
-            raise UsageError(f"--out {root}: holds another sweep (sweep.json differs): give a new folder")
-    else:
-        empty_out(root)
-    if ENGINES[base.engine].lab:
-        require_lab()
-    root.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps(plan.to_dict(text), indent=2) + "\n")
-    from . import runner
-
-    def run_one(folder: Path, sets: list[str]) -> None:
-        runner.run_scenario(scenario_mod.load(plan.scenario, sets), folder, console=err,
-                            overrides=override_map(tuple(sets)))
-
-    rows = sweep_mod.execute(plan, root, run_one, lambda line: err.print(escape(line), soft_wrap=True))
+    root, rows = sweep_mod.run(scenario, grid=grid, repeat=repeat, overrides=overrides, out_dir=out_dir,
+                               console=None if as_json else err,
+                               say=lambda line: err.print(escape(line), soft_wrap=True))
     failed = sum(1 for r in rows if r["status"] != "completed")
-    out.print(f"sweep: {len(rows)} runs ({failed} not completed); {root / 'runs.csv'}, {root / 'summary.csv'}")
+    if as_json:
+        emit_json({"dir": str(root), "runs": rows, "runs_csv": str(root / "runs.csv"),
+                   "summary_csv": str(root / "summary.csv")})
+    else:
+        out.print(f"sweep: {len(rows)} runs ({failed} not completed); {root / 'runs.csv'}, {root / 'summary.csv'}")
     if failed:
         sys.exit(1)
 
@@ -547,23 +577,6 @@ def _print_summary(doc: dict, target: Path) -> None:
     print_run(doc, target, out=out, err=err)
 
 
-def results_dir(name: str, out_dir: str | None) -> Path:
-    """Where the run writes: --out as given (empty, and ours if it exists), or results/<name>-<stamp> inside
-    results/ (the name is checked when the scenario is read; this checks the resolved path too)."""
-    if out_dir:
-        return empty_out(Path(out_dir))
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    target = Path("results") / f"{name}-{stamp}"
-    if target.resolve().parent != Path("results").resolve():
-        raise UsageError(f"scenario name {name!r} would place results outside results/")
-    return empty_out(target)
-
-
-def override_map(overrides: tuple[str, ...]) -> dict[str, str]:
-    """`--set` as typed, key -> value text (already validated by the scenario reader)."""
-    return dict(item.partition("=")[::2] for item in overrides)
-
-
 def run_remote(spec, overrides: tuple[str, ...], out_dir: Path | None, as_json: bool, remote) -> None:
     from .remote import job as job_mod
 
@@ -610,11 +623,15 @@ def finish_remote(job, local: Path, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("run_dir", metavar="DIR")
-def report(run_dir: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def report(run_dir: str, as_json: bool) -> None:
     """Write DIR/report.html (self-contained) and the PNG plots of one run into DIR."""
     from .report import write_report
 
     written = write_report(run_dir)
+    if as_json:
+        emit_json({"html": str(written.html), "plots": [str(p) for p in written.pngs], "not_drawn": written.missing})
+        return
     for title, why in written.missing.items():
         err.print(f"not drawn: {title}: {why}", soft_wrap=True)
     out.print(f"report: {written.html}  ({len(written.pngs)} plots: {', '.join(p.name for p in written.pngs)})",
@@ -641,15 +658,16 @@ def compare(run_dirs: tuple[str, ...], plot_file: str, as_json: bool) -> None:
         emit_json(compare_mod.document(runs, target))
     else:
         for warning in compare_mod.warnings(runs):
-            err.print(f"[yellow]warning: {escape(warning)}[/]", soft_wrap=True)
-        out.print(compare_mod.table(runs))
+            err.print("\n".join(f"[yellow]{escape(line)}[/]" for line in wrapped(f"warning: {warning}")),
+                      soft_wrap=True)
+        print_fitted(compare_mod.table(runs))
         for line in compare_mod.repetition_lines(compare_mod.repetitions(runs)):
-            out.print(escape(line), soft_wrap=True)
-        out.print(f"plot: {target}", soft_wrap=True)
+            print_lines(wrapped(line))
+        print_lines(wrapped(f"plot: {target}"))
 
 
 @topo.command("verify")
-@click.argument("file")
+@click.argument("file", shell_complete=TOPOLOGIES)
 @click.option("--datapath", type=click.Choice(DATAPATHS), default="auto", show_default=True,
               help="The switches: OVS bridges, Linux SRv6 routers, or what this machine runs best.")
 @click.option("--servers", default=None, metavar="LIST",
@@ -868,6 +886,22 @@ def clean(servers: str | None, as_json: bool) -> None:
         out.print("nothing to clean")
 
 
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def ps(as_json: bool) -> None:
+    """The live mrclab runs on this machine (runs, fabrics, checks): id, runner PID, age, what, and the folder."""
+    live = runstate.live()
+    if as_json:
+        emit_json({"runs": live})
+        return
+    if not live:
+        print_lines(["no live mrclab run on this machine (a run on the simulator builds nothing and holds no lab)"])
+    for r in live:
+        print_lines(wrapped(f"{r['run_id']}  pid {r['pid']}  {r['age_s'] // 60:.0f} min {r['age_s'] % 60:.0f} s  "
+                            f"{r['what']}")
+                    + wrapped(f"{r['dir']}: {r['status']}" if r["dir"] else "(no run folder)", first=4))
+
+
 def crash_log(text: str) -> str:
     """Write a traceback to a new file no one else can have planted or redirected: created exclusively
     (mkstemp: O_EXCL, mode 0600) in root's own run-state directory, or the user's temp directory."""
@@ -886,7 +920,7 @@ def crash_log(text: str) -> str:
 
 def main() -> None:
     try:
-        cli.main(standalone_mode=False)
+        cli.main(standalone_mode=False, complete_var="_MRCLAB_COMPLETE")  # also as python -m mrclab
     except click.exceptions.Abort:
         err.print("mrclab: interrupted")
         sys.exit(130)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .shipped import folder
-from .sweep import interval
+from .sweeps import interval
 
 SCENARIOS = folder("scenarios")
 PAPER = SCENARIOS / "paper"

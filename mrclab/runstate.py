@@ -249,6 +249,25 @@ def live_runs(*exclude: str) -> list[str]:
             if r.run_id not in exclude and r.purpose.startswith("run ") and not r.is_stale()]
 
 
+def live() -> list[dict]:
+    """Every run whose runner is alive, for `mrclab ps`: its id, what it is, its runner's PID, how long it has run,
+    its folder and the folder's status line."""
+    out = []
+    for r in all_runs():
+        if r.is_stale():
+            continue
+        status = ""
+        if r.out_dir:
+            try:
+                status = (Path(r.out_dir) / "status").read_text().strip()
+            except OSError:
+                status = "no status file"
+        out.append({"run_id": r.run_id, "what": r.purpose, "pid": r.owner_pid,
+                    "age_s": round(time.time() - r.created_at, 1), "dir": r.out_dir, "status": status,
+                    "processes": len(r.processes)})
+    return out
+
+
 CRASH_LOG_AGE_S = 86400.0
 
 

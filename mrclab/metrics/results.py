@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..agent.endpoint import MARK_BIN_S
-from .outcome import Outcome
+from .outcome import Fired, Outcome, Step
+from .records import Records
 from .rtt import rtt_quantile
 
 SCHEMA = "mrclab.results/v1"
@@ -43,8 +44,22 @@ def base_rtt(agent_stats: dict[str, dict]) -> float | None:
     return round(rtts[len(rtts) // 2], 6) if rtts else None
 
 
+def step_times(steps: Records[Step], fired: Sequence[Fired]) -> dict:
+    """Step time over the steps after the warm-up: step 0 opens every connection and grows every window from
+    its first value, so it measures start-up, not the fabric. It is left out (`from_step` 1; its time is
+    `warmup_s`) unless it is the only step or a fault fired during it (then `from_step` 0: every step counts)."""
+    ordered = sorted(zip(steps.column("index"), steps.column("start_s"), steps.column("duration_s"), strict=True))
+    durations = [d for _, _, d in ordered]
+    from_step = 0
+    if len(ordered) >= 2 and ordered[0][0] == 0 and not any(f.t_s < ordered[1][1] for f in fired):
+        durations, from_step = durations[1:], 1
+    return {"p50": round(percentile(durations, 50), 6), "p99": round(percentile(durations, 99), 6),
+            "p100": round(max(durations, default=0.0), 6),
+            "mean": round(sum(durations) / len(durations), 6) if durations else 0.0,
+            "from_step": from_step, "warmup_s": round(ordered[0][2], 6) if ordered else None}
+
+
 def summary(outcome: Outcome, agent_stats: dict[str, dict]) -> dict:
-    durations = outcome.steps.column("duration_s")
     wall = max(outcome.wall_s, 1e-9)
     total = outcome.total()
     delivered, verified, completed = total.delivered, total.verified, total.completed
@@ -53,9 +68,7 @@ def summary(outcome: Outcome, agent_stats: dict[str, dict]) -> dict:
     hist = rtt_histogram(agent_stats)  # to read avoid_s in loaded RTTs
     loaded = {q: rtt_quantile(hist, q / 100) for q in (50, 99)}
     return {
-        "step_time_s": {"p50": round(percentile(durations, 50), 6), "p99": round(percentile(durations, 99), 6),
-                        "p100": round(max(durations, default=0.0), 6),
-                        "mean": round(sum(durations) / len(durations), 6) if durations else 0.0},
+        "step_time_s": step_times(outcome.steps, outcome.fired),
         "goodput_bps": round(delivered * 8 / wall, 1),
         "goodput_fraction": round(ideal / wall, 4) if outcome.steps else 0.0,
         "ideal_time_s": round(ideal, 6),

@@ -15,7 +15,7 @@ from ..workload import Transfer, ideal_step_seconds
 from . import trace
 from .outcome import Outcome, Step, Totals
 from .records import Records
-from .results import percentile
+from .results import step_times
 
 TOTAL = "total"
 
@@ -69,12 +69,11 @@ def rows(scenario: Scenario, outcome: Outcome, series: dict | None) -> list[dict
             row.update(_stream_figures(w, scenario, t, series))
         else:
             steps = outcome.workload_steps.get(w.name, Records(Step))
-            durations = steps.column("duration_s")
             wall = max(outcome.wall_s, 1e-9)
+            times = step_times(steps, outcome.fired)
             row.update(steps=len(steps), goodput_bps=round(t.delivered * 8 / wall, 1),
                        goodput_fraction=round(sum(steps.column("ideal_s")) / wall, 4) if steps else 0.0,
-                       step_time_s={"p50": round(percentile(durations, 50), 6),
-                                    "p100": round(max(durations, default=0.0), 6)})
+                       step_time_s={k: times[k] for k in ("p50", "p100", "from_step")})
             if w.trace is not None:
                 row.update(trace.figures(w, index, scenario, outcome))
         out.append(row)

@@ -157,7 +157,7 @@ def groups(runs: list[Run]) -> dict[str, list[Run]]:
 def repetitions(runs: list[Run]) -> list[dict]:
     """Per group of repeated runs (two or more), the median and 95% interval of each `REPEATED` figure; and,
     between every two groups, whether their intervals overlap (then the runs show no difference)."""
-    from ..sweep import interval
+    from ..sweeps import interval
     rows = []
     for key, members in groups(runs).items():
         if len(members) < 2:

@@ -165,6 +165,11 @@ def time_span(run: Run) -> float:
 
 # --- 1. step time -----------------------------------------------------------------------
 
+def warmup_note(step_time_s: dict) -> str:
+    """Which steps p50 and p100 count, as a suffix: ` (steps 1-)` when the warm-up step is left out."""
+    return " (steps 1-)" if step_time_s.get("from_step") == 1 else ""
+
+
 def step_time(run: Run) -> Figure:
     """Each step's duration at its start time, with p50/p100 and the faults: the job riding out a failure.
 
@@ -179,12 +184,17 @@ def step_time(run: Run) -> Figure:
     x = [s["start_s"] for s in steps]
     y = [s["duration_s"] * 1e3 for s in steps]
     st = r["summary"]["step_time_s"]
+    counted = warmup_note(st)
     fig = Figure(figsize=(10, 4.8), layout="constrained")
     ax = fig.add_subplot()
     ax.plot(x, y, marker="o", ms=3.5, lw=1.2, drawstyle="steps-post", color=STEP_COLOUR, label="step time",
             zorder=3)
-    ax.axhline(st["p50"] * 1e3, color=P50_COLOUR, ls=":", lw=1.2, label=f"p50 {st['p50'] * 1e3:.1f} ms")
-    ax.axhline(st["p100"] * 1e3, color=P100_COLOUR, ls="-.", lw=1.2, label=f"p100 {st['p100'] * 1e3:.1f} ms")
+    if st.get("from_step") == 1:  # the warm-up, shown apart: not in p50 and p100
+        ax.plot(x[:1], y[:1], marker="o", ms=7, ls="none", mfc="none", color=P100_COLOUR, zorder=4,
+                label=f"step 0: warm-up, {y[0]:.1f} ms\n(not in p50 / p100)")
+    ax.axhline(st["p50"] * 1e3, color=P50_COLOUR, ls=":", lw=1.2, label=f"p50 {st['p50'] * 1e3:.1f} ms{counted}")
+    ax.axhline(st["p100"] * 1e3, color=P100_COLOUR, ls="-.", lw=1.2,
+               label=f"p100 {st['p100'] * 1e3:.1f} ms{counted}")
     ideal = r["summary"]["ideal_time_s"]
     if ideal:
         ax.axhline(ideal / len(steps) * 1e3, color=IDEAL_COLOUR, ls="--", lw=1,
@@ -375,11 +385,11 @@ def ev_states(run: Run) -> Figure:
             low.step(t, column, where="post", color=EV_COLOURS.get(state, "#7f7f7f"), lw=1.5, label=state)
             worst = max(worst, *column)
     retired, revived = ev_transitions(run)
-    for moments, marker, colour, what in ((retired, "v", EV_COLOURS["ASSUMED_BAD"], "retired"),
-                                          (revived, "^", EV_COLOURS["GOOD"], "revived")):
-        if moments:
+    for moments, marker, colour, what in ((retired, "v", EV_COLOURS["ASSUMED_BAD"], "EVs to ASSUMED_BAD"),
+                                          (revived, "^", EV_COLOURS["GOOD"], "EVs back to GOOD")):
+        if moments:  # EVs, each of one connection: summary.paths counts paths, which several EVs share
             low.plot(moments, [0.93] * len(moments), ls="none", marker=marker, color=colour, ms=6, alpha=0.7,
-                     transform=low.get_xaxis_transform(), label=f"EV {what} ({len(moments)})")
+                     transform=low.get_xaxis_transform(), label=f"{what} ({len(moments)})")
     mark_events(low, r["events"], span, labels=False)
     low.set_ylim(0, max(worst, 1) * 1.25)
     low.set_xlim(0, span)

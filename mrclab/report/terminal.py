@@ -1,6 +1,7 @@
 """What `mrclab run` prints when a run ends: the key figures first, so they fit one 80x24 screen."""
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from rich.console import Console
@@ -50,6 +51,8 @@ def print_run(doc: dict, target: Path, *, out: Console, err: Console) -> None:
     step = "iteration" if "iteration_time_s" in s else "step"  # a trace's steps are its iterations
     rows = [(f"{step} time", f"p50 {format_seconds(st['p50'])} · p100 {format_seconds(st['p100'])}{tail}"
                              f" · {len(doc['steps'])} {step}s")] if doc["steps"] else []
+    if doc["steps"] and st.get("from_step") == 1:
+        rows += [("warm-up", f"{step} 0: {format_seconds(st['warmup_s'])} (not in p50, p100)")]
     rows += [("  split", trace_split(w)) for w in doc.get("workloads", []) if "iterations" in w]
     rows += [("goodput", f"{s['goodput_bps'] / 1e6:.1f} Mbit/s, {s['goodput_fraction'] * 100:.0f}% of ideal")]
     workloads = doc.get("workloads", [])
@@ -90,3 +93,5 @@ def print_run(doc: dict, target: Path, *, out: Console, err: Console) -> None:
         for note in fid["notes"]:
             out.print(f"- {escape(note)}")
     out.print(f"results in {target}/", soft_wrap=True)
+    out.print(f"next: mrclab report {shlex.quote(str(target))}   (report.html and its plots)", soft_wrap=True,
+              highlight=False)

@@ -167,6 +167,8 @@ class Section:
     when: tuple[str, ...] = ()
     example: Any = UNSET
     default_text: str = ""
+    shared: bool = False  # its keys appear in more than one place (a JSON Schema writes them once)
+    required: bool = False
 
     def __getitem__(self, name: str) -> Key:
         """The row `name` (for a key with one row per discriminator value, the first)."""
@@ -248,7 +250,8 @@ def option_meanings() -> dict[str, str]:
     for node, after in zip(body, body[1:], strict=False):
         if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
                 and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
-            meanings[node.target.id] = " ".join(after.value.value.split())
+            text_ = " ".join(after.value.value.split()).replace("``", "`")
+            meanings[node.target.id] = re.sub(r":\w+:`~?(?:[\w.]+\.)?([^`]+)`", r"`\1`", text_)  # Sphinx roles
     return meanings
 
 
@@ -283,7 +286,8 @@ def transport_options() -> Section:
                         default_text="set from the host links" if f.name in from_links
                         else _option_default(f.default, unit)))
     return Section("transport_options", "Knobs of the MRC transport (mrc, single-path, roce; tcp takes none); "
-                   "docs/transport.md says why each exists.", tuple(rows), default_text="none (the defaults)")
+                   "docs/transport.md says why each exists.", tuple(rows), default_text="none (the defaults)",
+                   shared=True)
 
 
 def _option_default(default: Any, unit: str) -> str:
@@ -323,10 +327,19 @@ TRACE_KEYS = (
 
 
 def _workload(name: str, many: bool) -> Section:
-    d_name = "the pattern" + ("-<index>" if many else "")
     return Section(name, "A list of workloads that run at the same time, each on QPs of its own." if many else
-                   "What the hosts send: a collective of steps, or a stream.", (
-        Key("name", NAME_KIND, "Names the workload in results (unique in a run).", "victim", default_text=d_name),
+                   "What the hosts send: a collective of steps, or a stream.", _workload_keys(), many=many,
+                   discriminator="pattern", shared=True,
+                   example=[{"name": "incast", "pattern": "incast", "hosts": ["h0", "h1", "h2"], "receiver": "h0"}]
+                   if many else {"pattern": "ring-allreduce", "message": "1MiB", "steps": 30})
+
+
+@cache
+def _workload_keys() -> tuple[Key | Section, ...]:
+    """A workload's keys: the same under `workload` and in each item of `workloads`."""
+    return (
+        Key("name", NAME_KIND, "Names the workload in results (unique in a run).", "victim",
+            default_text="the pattern (in workloads: the pattern-<index>)"),
         Key("pattern", choice_kind(PATTERNS), "What each step sends, or a stream of transfers.", "ring-allreduce",
             default=REQUIRED),
         Key("connections", integer_kind(1, MAX_CONNECTIONS), "QPs per ordered pair; a collective's transfer is "
@@ -354,9 +367,7 @@ def _workload(name: str, many: bool) -> Section:
             default="100ms", when=(STREAM,)),
         Key("bidirectional", BOOLEAN, "Each pair streams both ways.", True, default=False, when=(STREAM,)),
         *TRACE_KEYS,
-    ), many=many, discriminator="pattern",
-        example=[{"name": "incast", "pattern": "incast", "hosts": ["h0", "h1", "h2"], "receiver": "h0"}] if many
-        else {"pattern": "ring-allreduce", "message": "1MiB", "steps": 30})
+    )
 
 
 def _event() -> Section:
@@ -393,7 +404,7 @@ SCENARIO = Section("scenario", "One experiment: a fabric, a transport, a workloa
         f"{e.name}: {e.summary}" for e in engines.ENGINES.values()) + ".", "sim", default=engines.DEFAULT),
     dataclasses.replace(TOPOLOGY, also=(TOPOLOGY_REF,), example="clos-4p-4l-4s", meaning=(
         "The fabric: a shipped topology's name (`mrclab list`), a path to a topology file, or the mapping itself."),
-        default_text=""),
+        required=True),
     Key("routing", choice_kind(tuple(routing_mod.ROUTINGS)), "How the switches route: " + "; ".join(
         f"{r.name}: {r.summary}" for r in routing_mod.ROUTINGS.values()) + ".", "ecmp-reconverge",
         default=routing_mod.DEFAULT),
@@ -455,6 +466,8 @@ def all_paths() -> list[str]:
 
 def default_text(row: Key | Section) -> str:
     """The default as `explain` says it."""
+    if isinstance(row, Section) and row.required:
+        return "none: required"
     if isinstance(row, Section) or row.default is UNSET:
         return row.default_text or "none"
     if row.default is REQUIRED:

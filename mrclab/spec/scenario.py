@@ -228,15 +228,20 @@ def load(ref: str | Path, overrides: Sequence[str] = ()) -> Scenario:
         close = suggest(ref, shipped()) if path.parent == SCENARIO_DIR else None
         raise UsageError(f"{clip(path)}: no such scenario file" + (f" (did you mean {close}?)" if close else "")
                          + f"; shipped: {', '.join(shipped())} (`mrclab list`)")
-    data = load_yaml(path, "scenario file")
+    return from_data(load_yaml(path, "scenario file"), overrides, str(path), default_name=path.stem)
+
+
+def from_data(data: Any, overrides: Sequence[str], source: str, default_name: str = "scenario") -> Scenario:
+    """A scenario's parsed file (or a mapping made in Python), with `--set` overrides applied."""
     if not isinstance(data, dict):
-        raise UsageError(f"{path}: (top level): must be a mapping of scenario keys")
+        raise UsageError(f"{source}: (top level): must be a mapping of scenario keys")
+    data = copy.deepcopy(data)
     if "capture" in data and not isinstance(data["capture"], dict):  # the shorthand, so that --set capture.X works
         data["capture"] = {"interfaces": data["capture"]}
     if isinstance(data.get("topology"), str) and any(o.partition("=")[0].strip().startswith("topology.")
                                                      for o in overrides):
-        data["topology"] = _topology_data(data["topology"], str(path))  # so that --set topology.X reaches it
-    return from_mapping(apply_overrides(data, list(overrides), str(path)), str(path), default_name=path.stem)
+        data["topology"] = _topology_data(data["topology"], source)  # so that --set topology.X reaches it
+    return from_mapping(apply_overrides(data, list(overrides), source), source, default_name=default_name)
 
 
 def shipped() -> list[str]:

@@ -42,19 +42,30 @@ def narrow(*args):
 def test_topo_show_names_hosts_per_leaf_and_links_at_80_columns():
     result = narrow("topo", "show", "clos-2p-2l-2s")
     assert result.returncode == 0 and max(map(len, result.stdout.splitlines())) <= 80
+    assert all(line == line.rstrip() for line in result.stdout.splitlines()), "lines padded with spaces"
+    wide = subprocess.run([sys.executable, "-m", "mrclab", "topo", "show", "clos-8p-4l-4s"], capture_output=True,
+                          text=True, cwd=REPO, env={**os.environ, "COLUMNS": "200"}, check=True)
+    assert max(map(len, wide.stdout.splitlines())) <= 80
     assert "l0: h0 h1 · l1: h2 h3" in result.stdout
     assert "h0-p0l0 h1-p0l0 h2-p0l1 h3-p0l1" in result.stdout
     assert "p0l0-p0s0 p0l0-p0s1 p0l1-p0s0 p0l1-p0s1" in result.stdout
 
 
-def test_check_piped_prints_one_whole_line_per_row():
+def test_check_piped_prints_each_row_from_a_line_of_its_own_within_80_columns():
     result = narrow("check")
     assert result.stdout and "…" not in result.stdout
     for line in result.stdout.splitlines():
-        assert re.match(r"[^:]+: (ok|missing|optional): ", line), line
+        assert re.match(r"[^: ][^:]*: (ok|missing|optional): ", line) or line.startswith("    "), line
+        assert len(line) <= 80 and line == line.rstrip(), line
 
 
-def test_check_rows_are_not_folded_into_fragments_at_80_columns(monkeypatch):
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_check_rows_are_not_folded_into_fragments_at_80_columns(monkeypatch, terminal):
+    """A fix is a command to copy: it is never cut (a table on a terminal read `vagrant/provision.` / `sh`), and no
+    line is wider than 80 columns or ends in spaces, on a terminal of 200 columns or piped."""
     rows = [check.Row("root", True, "running as root", "run with sudo"),
             check.Row("datapath", False, "neither kernel SRv6, the OVS kernel module nor OVS's userspace "
                       "datapath works", check.PROVISION),
@@ -62,14 +73,20 @@ def test_check_rows_are_not_folded_into_fragments_at_80_columns(monkeypatch):
                       "--capture` cannot run", check.PROVISION, required=False)]
     monkeypatch.setattr(check, "rows", lambda: rows)
     piped = io.StringIO()
-    monkeypatch.setattr(cli, "out", Console(file=piped, width=80, highlight=False))
+    monkeypatch.setattr(cli, "out", Console(file=piped, width=200 if terminal else 80, highlight=False,
+                                            force_terminal=terminal))
     with pytest.raises(SystemExit) as exited:
         cli.cli.main(["check"], standalone_mode=False)
     assert exited.value.code == 3
-    lines = piped.getvalue().splitlines()
+    lines = ANSI.sub("", piped.getvalue()).splitlines()
     assert lines == ["root: ok: running as root",
-                     f"datapath: missing: {rows[1].detail}; fix: {check.PROVISION}",
-                     f"packet capture (optional): optional: {rows[2].detail}; fix: {check.PROVISION}"]
+                     "datapath: missing: neither kernel SRv6, the OVS kernel module nor OVS's",
+                     "    userspace datapath works",
+                     f"    fix: {check.PROVISION}",
+                     "packet capture (optional): optional: dumpcap, mergecap and tshark not found:",
+                     "    `mrclab run --capture` cannot run",
+                     f"    fix: {check.PROVISION}"]
+    assert ("\x1b[" in piped.getvalue()) == terminal
 
 
 def help_texts(command: click.Command, path: str = "mrclab"):
@@ -221,3 +238,125 @@ def test_a_cluster_file_is_placed_and_checked_before_anything_starts(tmp_path):
     dry = mrclab("run", "smoke", "--servers", "local,root@lab2", "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
     assert [s["hosts"] for s in json.loads(dry.stdout)["cluster"]["servers"]] == [["h0", "h1"], ["h2", "h3"]]
+
+
+def test_list_names_every_shipped_scenario_and_topology_in_one_line_each():
+    result = narrow("list")
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 and line == line.rstrip() for line in lines)
+    assert any(line.startswith("  quickstart ") and "The default lab." in line for line in lines), lines
+    assert any(line.startswith("  clos-4p-4l-4s ") and "4 planes, 4 leaves, 4 spines" in line for line in lines)
+    doc = json.loads(mrclab("list", "--json").stdout)
+    assert {s["name"] for s in doc["scenarios"]} >= {"quickstart", "smoke", "link-failure"}
+    assert {t["name"] for t in doc["topologies"]} >= {"clos-2p-2l-2s", "clos-4p-4l-4s"}
+
+
+def test_explain_says_meaning_kind_unit_default_and_example():
+    result = narrow("explain", "workload.message")
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    for fragment in ("Bytes each host sends per step.", "size, in bytes (B, KiB, MiB, GiB", "default:  1MiB",
+                     "example:  message: 4MiB", "--set workload.message=4MiB", "with pattern stream",
+                     "default:  64KiB"):
+        assert fragment in text, text
+    assert all(len(line) <= 80 and line == line.rstrip() for line in text.splitlines())
+    topology = json.loads(mrclab("explain", "links.queue", "--json").stdout)["entries"]
+    assert topology == [{"key": "links.queue", "file": "topology", "meaning": topology[0]["meaning"],
+                         "kind": "size, in bytes (B, KiB, MiB, GiB; a bare number is bytes)", "default": "64KiB",
+                         "example": "64KiB", "unit": "bytes (B, KiB, MiB, GiB; a bare number is bytes)"}]
+    option = narrow("explain", "transport_options.hold_window").stdout
+    assert "holds its path" in option and "default:  0.0005" in option
+    assert "events[].period" in narrow("explain", "events.period").stdout
+    assert narrow("explain").stdout.count("\n") > 60
+
+
+def test_explain_a_misspelt_key_says_what_was_meant():
+    assert_one_line_error(mrclab("explain", "worklod.mesage"), 2, "no key 'worklod.mesage' in a scenario or "
+                          "topology file (did you mean workload.message?)")
+
+
+def test_a_misspelt_scenario_on_the_command_line_names_the_shipped_ones():
+    assert_one_line_error(mrclab("run", "quickstar", "--dry-run"), 2, "(did you mean quickstart?); shipped: ")
+
+
+def test_schema_prints_the_generated_schema():
+    doc = json.loads(mrclab("schema").stdout)
+    assert doc["$schema"].endswith("2020-12/schema") and "workload" in doc["properties"]
+    assert "links" in json.loads(mrclab("schema", "topology").stdout)["properties"]
+
+
+def test_a_run_summary_sets_the_warm_up_apart_and_ends_with_the_next_command(tmp_path):
+    result = narrow("run", "smoke", "--engine", "sim", "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-1].startswith(f"next: mrclab report {tmp_path / 'run'}"), lines[-1]
+    assert re.search(r"^warm-up +step 0: [0-9.]+ ms \(not in p50, p100\)", result.stdout, re.M), result.stdout
+    doc = json.loads((tmp_path / "run" / "results.json").read_text())
+    steps = [s["duration_s"] for s in doc["steps"]]
+    st = doc["summary"]["step_time_s"]
+    assert st["from_step"] == 1 and st["warmup_s"] == steps[0] and st["p100"] == max(steps[1:])
+
+
+@pytest.mark.parametrize("args,code,fragment", [
+    (["--out", "/proc/nope"], 2, "--out /proc/nope: is under /proc"),
+    (["--target", "bad host;rm"], 2, "--target 'bad host;rm': expected [user@]host[:port]"),
+    (["--target", "alice@lab1", "--out", "/proc/x"], 2, "--out /proc/x: is under /proc"),
+])
+def test_dry_run_checks_out_and_target_as_the_run_would(args, code, fragment):
+    """A dry run exited 0 with `--out /proc/nope` and with `--target 'bad host;rm'`: the run itself refused them."""
+    assert_one_line_error(mrclab("run", "smoke", "--dry-run", *args), code, fragment)
+
+
+def test_dry_run_says_what_it_checked_and_the_datapath_auto_picks(tmp_path):
+    sim = json.loads(mrclab("run", "smoke", "--dry-run", "--json", "--engine", "sim", "--out",
+                            str(tmp_path / "r")).stdout)["checks"]
+    assert sim == {"out": str(tmp_path / "r"), "machine": "engine sim builds nothing: no lab to check"}
+    remote = json.loads(mrclab("run", "smoke", "--dry-run", "--json", "--target", "alice@lab1:2222").stdout)
+    assert remote["checks"]["target"].startswith("alice@lab1:2222: well-formed, not contacted")
+    if os.geteuid() != 0:
+        assert_one_line_error(mrclab("run", "smoke", "--dry-run"), 3, "`mrclab check` row 'root' fails")
+        return
+    lab = mrclab("run", "smoke", "--dry-run", "--json")
+    if lab.returncode == 3:  # this machine cannot run a lab: said as the run would say it
+        assert_one_line_error(lab, 3, "cannot run a lab: `mrclab check` row")
+        return
+    checks = json.loads(lab.stdout)["checks"]
+    assert checks["machine"] == "can run a lab (mrclab check)" and checks["out"].startswith("results/smoke-")
+    assert re.fullmatch(r"auto -> (linux|ovs): .+", checks["datapath"]), checks
+    assert not (REPO / checks["out"]).exists()
+
+
+@pytest.mark.parametrize("words,expected", [
+    ("mrclab ru", "plain,run"), ("mrclab run quick", "plain,quickstart"), ("mrclab sweep perm", "plain,permutation"),
+    ("mrclab topo show clos-2", "plain,clos-2p-2l-2s"), ("mrclab explain workload.mes", "plain,workload.message"),
+    ("mrclab run ./my", "file,./my"),
+])
+def test_tab_completion_of_commands_scenarios_topologies_and_keys(words, expected):
+    """click's completion: `eval "$(_MRCLAB_COMPLETE=bash_source mrclab)"` in bash."""
+    env = {**os.environ, "COMP_WORDS": words, "COMP_CWORD": str(len(words.split()) - 1),
+           "_MRCLAB_COMPLETE": "bash_complete"}
+    result = subprocess.run([sys.executable, "-m", "mrclab"], capture_output=True, text=True, cwd=REPO, env=env)
+    assert result.stdout.split() == [expected], result
+
+
+def test_every_command_the_readme_gives_json_has_it():
+    readme = (REPO / "README.md").read_text()
+    promised = readme[readme.index("`--json` prints one JSON document"):].split("\n\n")[0]
+    names = re.findall(r"`([a-z][a-z ]+?)`(?=[,: ]| \()", promised.split("(`mrclab schema")[0])
+    assert {"check", "report", "sweep", "compare", "ps", "list", "explain"} <= set(names), names
+    for name in names:
+        command = cli.cli
+        for part in name.split():
+            command = command.commands[part]
+        assert "as_json" in {p.name for p in command.params}, f"mrclab {name} has no --json"
+
+
+def test_report_json_is_one_document(tmp_path):
+    from tests.report_fixture import make_run
+
+    make_run(tmp_path / "run", kind="mrc")
+    result = mrclab("report", str(tmp_path / "run"), "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["html"] == str(tmp_path / "run" / "report.html") and doc["plots"] and isinstance(doc["not_drawn"], dict)

@@ -71,7 +71,7 @@ def test_cli_compare_table_lists_both_runs(two_runs, tmp_path):
     result = mrclab("compare", *map(str, two_runs), cwd=elsewhere)
     assert result.returncode == 0, result.stderr
     for text in ("static-srv6", "ecmp-reconverge",
-                 f"avoid_s {AVOID_S * 1e3:g} ms (link_down {FAILED_LINK} @3.00s)", "stall 2.3 s",
+                 f"avoid_s {AVOID_S * 1e3:g} ms (link_down", f"{FAILED_LINK} @3.00s)", "stall 2.3 s",
                  "step time p100", "flow-mods after boot"):
         assert text in result.stdout, result.stdout
     # the plot goes next to the runs, not into the folder the command ran in
@@ -157,3 +157,18 @@ def test_repeated_runs_get_a_median_and_interval_and_overlaps_are_named(tmp_path
     assert lines[0].startswith("link-failure · mrc · static-srv6: 3 runs, median [95% interval] goodput fraction")
     single = compare.repetitions(runs[:1] + runs[3:4])
     assert single == []  # one run of each: nothing to give an interval of
+
+
+@pytest.mark.parametrize("columns", ["80", "200"])
+def test_compare_fits_80_columns_without_trailing_spaces(tmp_path, columns):
+    """Its table, the repetitions' lines and the plot's line fit 80 columns however wide the terminal says it is
+    (the last line read 144 characters)."""
+    for seed in (1, 2, 3):
+        make_run(tmp_path / f"mrc{seed}", seed=seed)
+        make_run(tmp_path / f"ecmp{seed}", kind="ecmp", seed=seed)
+    result = subprocess.run([sys.executable, "-m", "mrclab", "compare", *(str(p) for p in sorted(tmp_path.iterdir()))],
+                            capture_output=True, text=True, cwd=REPO, env={**os.environ, "COLUMNS": columns})
+    assert result.returncode == 0, result.stderr
+    for line in result.stdout.splitlines() + result.stderr.splitlines():
+        assert len(line) <= 80 and line == line.rstrip(), repr(line)
+    assert "median [95% interval]" in result.stdout and "plot: " in result.stdout

@@ -370,3 +370,25 @@ def test_a_sampling_round_sums_every_reply_into_one_row():
     n, counters, states = agents.sample_row(first)
     assert n == 2 and counters == {"data_sent": 12, "trimmed": 1} and states["GOOD"] == 5 and states["SKIP"] == 1
     assert agents.sample_row(second) == (1, {"data_sent": 1, "trimmed": 0}, {})
+
+
+def test_step_time_leaves_the_warm_up_step_out_and_says_so():
+    """Step 0 opens the connections and grows the windows from their first value: quickstart's headline
+    max_step_time_ratio (1.68) was step 0's, before any fault. It is shown apart (warmup_s), unless a fault
+    fired during it or it is the only step."""
+    from mrclab.metrics.outcome import Fired
+    from mrclab.metrics.results import step_times
+
+    steps = Records(Step, [Step(0, 0.0, 0.17, 0.08), *(Step(i, 0.17 + 0.1 * (i - 1), 0.1, 0.08) for i in range(1, 9)),
+                           Step(9, 0.97, 0.13, 0.08)])
+    times = step_times(steps, [])
+    assert (times["from_step"], times["warmup_s"], times["p50"], times["p100"]) == (1, 0.17, 0.1, 0.13)
+    expect = expectations.evaluate({"max_step_time_ratio": 1.5}, {"summary": {"step_time_s": times},
+                                                                  "routing": "static-srv6"})
+    assert expect[0]["actual"] == 1.3 and expect[0]["ok"]
+    in_warmup = step_times(steps, [Fired(0.05, "link_down", "p0l1-p0s2", 0)])
+    assert (in_warmup["from_step"], in_warmup["p100"]) == (0, 0.17)
+    later = step_times(steps, [Fired(0.5, "link_down", "p0l1-p0s2", 0)])
+    assert later["from_step"] == 1
+    only = step_times(Records(Step, [Step(0, 0.0, 0.17, 0.08)]), [])
+    assert (only["from_step"], only["p100"]) == (0, 0.17)

@@ -123,7 +123,7 @@ def test_ev_states_plot_counts_and_transitions(mrc_dir):
     bad = next(line for line in low.get_lines() if line.get_label() == "ASSUMED_BAD")
     assert max(bad.get_ydata()) == max(r["ev_states"]["ASSUMED_BAD"] for r in series) == 6
     legend = [t.get_text() for t in low.get_legend().get_texts()]
-    assert "EV retired (6)" in legend and "EV revived (6)" in legend
+    assert "EVs to ASSUMED_BAD (6)" in legend and "EVs back to GOOD (6)" in legend
     assert [t.get_text() for t in top.get_legend().get_texts()][:2] == ["GOOD", "ASSUMED_BAD"]
 
 

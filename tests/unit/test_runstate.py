@@ -94,3 +94,35 @@ def test_clean_removes_crash_logs_older_than_a_day_only(state_dir):
     os.utime(old, (day_ago, day_ago))
     removed = runstate.clean_stale()
     assert removed == [f"crash log {old} (older than a day)"] and new.exists() and not old.exists()
+
+
+def test_ps_lists_live_runs_with_their_folders_and_pids(state_dir, tmp_path, monkeypatch):
+    import io
+    import json
+
+    from rich.console import Console
+
+    from mrclab import cli
+
+    folder = tmp_path / "results" / "smoke-1"
+    folder.mkdir(parents=True)
+    runstate.write_status(folder, "running: run abc")
+    live = runstate.RunState.create("run smoke")
+    live.out_dir = str(folder)
+    live.save()
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    runstate.RunState("zzz", child.pid, 12345, "run gone").save()  # its runner died: not live
+    printed = io.StringIO()
+    monkeypatch.setattr(cli, "out", Console(file=printed, width=80))
+    cli.cli.main(["ps"], standalone_mode=False)
+    lines = printed.getvalue().splitlines()
+    assert lines[0].startswith(f"{live.run_id}  pid {live.owner_pid}  0 min ") and lines[0].endswith("run smoke")
+    assert lines[1].startswith("    ") and " ".join(line.strip() for line in lines[1:]) == f"{folder}: running: run abc"
+    monkeypatch.setattr(cli, "emit_json", lambda doc: printed.write(json.dumps(doc)))
+    printed.seek(0)
+    printed.truncate()
+    cli.cli.main(["ps", "--json"], standalone_mode=False)
+    [row] = json.loads(printed.getvalue())["runs"]
+    assert (row["run_id"], row["pid"], row["dir"], row["what"]) == (live.run_id, live.owner_pid, str(folder),
+                                                                     "run smoke")

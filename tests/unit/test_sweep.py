@@ -6,7 +6,7 @@ import pytest
 
 from mrclab.errors import UsageError
 from mrclab.runner import RunFailed
-from mrclab.sweep import Grid, Plan, execute, interval, run_dir
+from mrclab.sweeps import Grid, Plan, execute, interval, run_dir
 
 
 def plan(grid=("transport=mrc,single-path",), repeat=2):

@@ -207,3 +207,36 @@ def execute(plan: Plan, root: Path, run_one: Callable[[Path, list[str]], None],
     write_csv(root / "runs.csv", rows)
     write_csv(root / "summary.csv", summary_table(plan, rows))
     return rows
+
+
+def run(scenario: str, *, grid: Sequence[str], repeat: int, overrides: tuple[str, ...], out_dir: str | None,
+        console, say: Callable[[str], None]) -> tuple[Path, list[dict]]:
+    """`mrclab sweep` (and `mrclab.sweep`): check every point, then run what is not run yet into the sweep folder
+    (`out_dir`, or results/sweep-<name>-<UTC timestamp>/; an earlier sweep's folder resumes it); the folder and
+    the rows of runs.csv. `console` shows each run's live view (None: none)."""
+    from . import runner
+    from .engines import ENGINES
+    from .launch import empty_out, override_map, require_lab, results_dir
+
+    base = scenario_mod.load(scenario, list(overrides))
+    plan = Plan(str(scenario_mod.resolve_path(scenario)), Grid.parse(list(grid)), repeat, tuple(overrides),
+                base.seed)
+    plan.check()
+    text = Path(plan.scenario).read_text()
+    root = Path(out_dir) if out_dir else results_dir(f"sweep-{base.name}", None)
+    record = root / "sweep.json"
+    if record.is_file() and not record.is_symlink():
+        if json.loads(record.read_text()) != plan.to_dict(text):
+            raise UsageError(f"--out {root}: holds another sweep (sweep.json differs): give a new folder")
+    else:
+        empty_out(root)
+    if ENGINES[base.engine].lab:
+        require_lab()
+    root.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(plan.to_dict(text), indent=2) + "\n")
+
+    def run_one(folder: Path, sets: list[str]) -> None:
+        runner.run_scenario(scenario_mod.load(plan.scenario, sets), folder, console=console,
+                            overrides=override_map(tuple(sets)))
+
+    return root, execute(plan, root, run_one, say)
