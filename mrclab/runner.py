@@ -144,8 +144,10 @@ class Run:
     # -- the run's life ----------------------------------------------------------------------------------
 
     def stopped(self, exc: BaseException) -> None:
+        """Recorded and logged; a bug (not a run's own error, nor a signal) leaves its traceback in runner.log."""
         self.failure = self.failure or exc
-        log.error("run stopped: %s", describe(exc))
+        bug = not isinstance(exc, (MrclabError, Terminated, KeyboardInterrupt))
+        log.error("run stopped: %s", describe(exc), exc_info=exc if bug else None)
 
     def measure(self, fabric) -> None:
         """Start the agents and run the workload; a failure is recorded, not raised, so that what was

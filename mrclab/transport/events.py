@@ -18,7 +18,8 @@ class MessageCompleted(NamedTuple):
 
 
 class MessageFailed(NamedTuple):
-    """``reason``: ``digest_mismatch`` (receiver) or ``retries_exhausted`` (sender; the connection is dead)."""
+    """``reason``: ``digest_mismatch`` (receiver) or ``retries_exhausted`` (sender; the connection is dead, or was
+    when the message was posted)."""
 
     msg_id: int
     reason: str

@@ -92,6 +92,9 @@ from .wire import (
 _INFLIGHT, _LOST, _ACKED, _DONE = range(4)
 _U32 = 0xFFFFFFFF
 _AMBIGUOUS_MAX = 1024  # resent packets remembered until a duplicate tells whether their first copy arrived
+# The RTO's exponential backoff stops doubling here: rto_max caps the timeout long before, and a connection left
+# with no usable path times out for as long as the run lasts (an unbounded multiplier overflows a float).
+BACKOFF_MAX = 1 << 20
 
 
 class _TxMessage:
@@ -189,8 +192,10 @@ class Sender:
     # -- application side ------------------------------------------------------------------
 
     def send_message(self, msg_id: int, data: bytes | bytearray | memoryview) -> None:
-        if self.failed:
-            raise RuntimeError("connection failed; it accepts no more messages")
+        if self.failed:  # as a verb posted to an RC QP in the error state: it completes at once, in error
+            self._events.append(MessageFailed(msg_id, "retries_exhausted"))
+            self._counters.messages_failed += 1
+            return
         if not 0 <= msg_id <= _U32:
             raise ValueError(f"msg_id {msg_id} does not fit in 32 bits")
         if msg_id in self._messages:
@@ -348,7 +353,8 @@ class Sender:
                 break
         if fired:
             self._counters.timeouts += 1
-            self._backoff *= 2
+            if self._backoff < BACKOFF_MAX:
+                self._backoff *= 2
             if self._cfg.go_back_n:
                 self._go_back(now)
 

@@ -169,3 +169,14 @@ def test_a_sweep_runs_on_the_simulator_without_a_lab(tmp_path):
     assert len((tmp_path / "sweep" / "summary.csv").read_text().splitlines()) == 3
     for folder in (tmp_path / "sweep").glob("p*-r*"):
         assert json.loads((folder / "results.json").read_text())["engine"] == "sim"
+
+
+def test_single_path_over_a_dead_spine_fails_its_messages_and_the_run_goes_on(tmp_path):
+    """The baseline that cannot route around a spine: its connections through it exhaust their retries, every
+    message posted to them afterwards fails at once (as a verb posted to an RC QP in error does), and the run
+    ends with those failures counted, not with an error."""
+    doc = sim("switch-failure", tmp_path, "transport=single-path")
+    assert doc["status"] == "completed", doc.get("error")
+    m = doc["summary"]["messages"]
+    assert m["failed"] > 0 and m["completed"] + m["failed"] == m["sent"]
+    assert next(e for e in doc["expectations"] if e["name"] == "failed_messages")["ok"] is False

@@ -216,8 +216,9 @@ def test_retries_exhausted_fails_every_message_and_the_connection():
     events = a.pop_events()
     assert MessageFailed(1, "retries_exhausted") in events and MessageFailed(2, "retries_exhausted") in events
     assert a.failed and a.next_timer() is None
-    with pytest.raises(RuntimeError):
-        a.send_message(3, b"x")
+    a.send_message(3, b"x")  # a message posted to the failed connection fails at once, as the others did
+    assert a.pop_events() == [MessageFailed(3, "retries_exhausted")] and a.counters.messages_failed == 3
+    assert a.datagrams_to_send(t or 60.0) == [] and a.next_timer() is None
 
 
 def test_send_message_validation_and_idle_timer():
